@@ -1,0 +1,110 @@
+#include "daemon/cli.h"
+
+#include <string_view>
+
+#include "fmt/format.h"
+
+namespace kpath {
+
+std::string UsageText() {
+  return R"(Usage:
+  kpathd [--config FILE] [--listen HOST:PORT] [--procfs-root DIR] [--sysfs-root DIR]
+         [--log-level LEVEL]
+  kpathd --check-config FILE
+  kpathd --version
+
+kpathd keeps eBPF probes attached and samples /proc to catch kernel pathologies (percpu memory
+growth, cgroup churn, long IRQ-off regions, foreign kernel hooks, madvise storms) and serves them
+as Prometheus metrics on http://HOST:PORT/metrics.
+
+Options:
+  --config FILE        YAML configuration (default: built-in defaults, the same as the shipped
+                       /etc/kpathd/kpathd.yaml). SIGHUP reloads it.
+  --listen HOST:PORT   address for /metrics (default 0.0.0.0:9477)
+  --procfs-root DIR    read /proc from DIR (testing, containers)
+  --sysfs-root DIR     read /sys from DIR
+  --log-level LEVEL    trace, debug, info, warn, error, critical, off (default info)
+  --check-config FILE  validate FILE and exit: 0 if valid, 1 with file:line: reason if not
+  --version            print version and exit
+  --help               this text
+)";
+}
+
+absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args) {
+  CliOptions o;
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    std::string_view name = arg;
+    std::optional<std::string> inline_value;
+    if (size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      inline_value = std::string(arg.substr(eq + 1));
+    }
+    auto value = [&]() -> absl::StatusOr<std::string> {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= args.size())
+        return absl::InvalidArgumentError(fmt::format("{} needs a value", name));
+      return args[++i];
+    };
+    auto take = [&](std::optional<std::string>& field) -> absl::Status {
+      absl::StatusOr<std::string> v = value();
+      if (!v.ok()) return v.status();
+      if (v->empty()) return absl::InvalidArgumentError(fmt::format("{} needs a value", name));
+      field = *v;
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (name == "--config") {
+      s = take(o.config_path);
+    } else if (name == "--listen") {
+      s = take(o.listen_address);
+    } else if (name == "--procfs-root") {
+      s = take(o.procfs_root);
+    } else if (name == "--sysfs-root") {
+      s = take(o.sysfs_root);
+    } else if (name == "--log-level") {
+      s = take(o.log_level);
+    } else if (name == "--check-config") {
+      o.mode = CliOptions::Mode::kCheckConfig;
+      s = take(o.config_path);
+    } else if (name == "--version" && !inline_value) {
+      o.mode = CliOptions::Mode::kVersion;
+    } else if ((name == "--help" || name == "-h") && !inline_value) {
+      o.mode = CliOptions::Mode::kHelp;
+    } else {
+      return absl::InvalidArgumentError(fmt::format("unknown argument \"{}\"", arg));
+    }
+    if (!s.ok()) return s;
+  }
+  return o;
+}
+
+absl::Status ApplyCommandLine(const CliOptions& o, Config& config) {
+  // Validate flag values exactly as the file's: render them as YAML and parse.
+  std::string yaml;
+  auto quoted = [](const std::string& v) {
+    std::string q = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  };
+  if (o.listen_address) yaml += fmt::format("listen_address: {}\n", quoted(*o.listen_address));
+  if (o.log_level) yaml += fmt::format("log_level: {}\n", quoted(*o.log_level));
+  if (o.procfs_root || o.sysfs_root) {
+    yaml += fmt::format("paths:\n");
+    if (o.procfs_root) yaml += fmt::format("  procfs: {}\n", quoted(*o.procfs_root));
+    if (o.sysfs_root) yaml += fmt::format("  sysfs: {}\n", quoted(*o.sysfs_root));
+  }
+  if (yaml.empty()) return absl::OkStatus();
+  absl::StatusOr<Config> flags = ParseConfig(yaml, "command line");
+  if (!flags.ok()) return flags.status();
+  if (o.listen_address) config.listen_address = flags->listen_address;
+  if (o.log_level) config.log_level = flags->log_level;
+  if (o.procfs_root) config.procfs_root = flags->procfs_root;
+  if (o.sysfs_root) config.sysfs_root = flags->sysfs_root;
+  return absl::OkStatus();
+}
+
+}  // namespace kpath

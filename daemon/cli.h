@@ -1,0 +1,30 @@
+// kpathd's command line.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/config.h"
+
+namespace kpath {
+
+struct CliOptions {
+  enum class Mode { kRun, kCheckConfig, kVersion, kHelp };
+  Mode mode = Mode::kRun;
+  std::optional<std::string> config_path;  // --config, or the file of --check-config
+  // Flags that override the configuration file (and stay in force across SIGHUP reloads).
+  std::optional<std::string> listen_address;
+  std::optional<std::string> procfs_root;
+  std::optional<std::string> sysfs_root;
+  std::optional<std::string> log_level;
+};
+
+absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args);
+std::string UsageText();
+// Applies the flags over a configuration loaded from file (or the defaults), validating them
+// like the file's values.
+absl::Status ApplyCommandLine(const CliOptions& options, Config& config);
+
+}  // namespace kpath

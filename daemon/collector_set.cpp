@@ -1,0 +1,178 @@
+#include "daemon/collector_set.h"
+
+#include <bpf/libbpf.h>
+#include <sys/utsname.h>
+
+#include <chrono>
+#include <exception>
+
+#include "daemon/build_info.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "probes/collect/bpf_program_stats.h"
+#include "spdlog/spdlog.h"
+
+namespace kpath {
+
+BuildInfo BuildInfo::Current() {
+  BuildInfo b;
+  b.version = kVersion;
+  b.revision = kRevision;
+  b.libbpf_version = fmt::format("{}.{}", libbpf_major_version(), libbpf_minor_version());
+  struct utsname u;
+  b.kernel_release = uname(&u) == 0 ? u.release : "unknown";
+  return b;
+}
+
+CollectorSet::CollectorSet(std::vector<std::unique_ptr<Collector>> collectors, BuildInfo build,
+                           HostPaths paths)
+    : collectors_(std::move(collectors)),
+      health_(collectors_.size()),
+      build_(std::move(build)),
+      paths_(std::move(paths)) {}
+
+CollectorSet::~CollectorSet() { StopAll(); }
+
+void CollectorSet::StartAll() {
+  for (size_t i = 0; i < collectors_.size(); ++i) {
+    Collector& c = *collectors_[i];
+    absl::Status s;
+    try {
+      s = c.Start();
+    } catch (const std::exception& e) {
+      s = absl::InternalError(fmt::format("exception: {}", e.what()));
+    }
+    health_[i].started = s.ok();
+    if (!s.ok()) {
+      health_[i].last_error = std::string(s.message());
+      spdlog::warn("collector {}: start failed, it reports kpath_collector_success 0: {}", c.Name(),
+                   std::string(s.message()));
+    }
+  }
+}
+
+MetricFamilies CollectorSet::CollectAll() {
+  MetricFamilies out;
+  for (size_t i = 0; i < collectors_.size(); ++i) {
+    Collector& c = *collectors_[i];
+    Health& h = health_[i];
+    MetricFamilies mine;
+    auto begin = std::chrono::steady_clock::now();
+    absl::Status s;
+    if (!h.started) {
+      s = absl::FailedPreconditionError(h.last_error);
+    } else {
+      try {
+        s = c.Collect(mine);
+      } catch (const std::exception& e) {
+        s = absl::InternalError(fmt::format("exception: {}", e.what()));
+      }
+    }
+    h.duration_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    bool was_ok = h.ok || !h.ever_collected;
+    h.ok = s.ok();
+    h.ever_collected = true;
+    if (s.ok()) {
+      if (!was_ok) spdlog::info("collector {}: collecting again", c.Name());
+      for (auto& f : mine) out.push_back(std::move(f));
+    } else {
+      // Log on the transition only: a collector failing every interval logs once.
+      if (h.started && (was_ok || h.last_error != std::string(s.message()))) {
+        spdlog::warn("collector {}: collection failed: {}", c.Name(), std::string(s.message()));
+      }
+      h.last_error = std::string(s.message());
+    }
+  }
+  AppendHealth(out);
+  return out;
+}
+
+void CollectorSet::AppendHealth(MetricFamilies& out) const {
+  Gauge("kpath_build_info", "kpathd build and the kernel it runs on; always 1.")
+      .Add({{"version", build_.version},
+            {"revision", build_.revision},
+            {"libbpf_version", build_.libbpf_version},
+            {"kernel_release", build_.kernel_release}},
+           1)
+      .AppendTo(out);
+
+  auto success = Gauge("kpath_collector_success", "1 if the collector's last collection worked.");
+  auto duration =
+      Gauge("kpath_collector_duration_seconds", "How long the collector's last collection took.");
+  auto attached = Gauge("kpath_probe_attached",
+                        "1 if the probe is attached; mechanism is how (none: not attached).");
+  auto run_seconds = Counter("kpath_bpf_program_run_seconds_total",
+                             "CPU time spent in kpathd's own BPF programs, while the kernel's BPF "
+                             "run-time statistics are on.");
+  auto runs = Counter("kpath_bpf_program_runs_total",
+                      "Runs of kpathd's own BPF programs, while the kernel's BPF run-time "
+                      "statistics are on.");
+  bool stats_on = KernelBpfStatsEnabled(paths_);
+  for (size_t i = 0; i < collectors_.size(); ++i) {
+    const Collector& c = *collectors_[i];
+    std::string name(c.Name());
+    success.Add({{"collector", name}}, health_[i].ok ? 1 : 0);
+    duration.Add({{"collector", name}}, health_[i].duration_seconds);
+    for (const ProbeState& p : c.Probes()) {
+      attached.Add({{"probe", p.probe}, {"mechanism", std::string(MechanismName(p.mechanism))}},
+                   p.mechanism == Mechanism::kNone ? 0 : 1);
+    }
+    if (!stats_on) continue;
+    for (const OwnBpfProgram& prog : c.Programs()) {
+      absl::StatusOr<BpfProgramRunStats> st = ReadBpfProgramRunStats(prog.fd);
+      if (!st.ok()) continue;
+      LabelPairs labels{{"probe", prog.probe}, {"program", prog.program}};
+      run_seconds.Add(labels, static_cast<double>(st->run_time_ns) / 1e9);
+      runs.Add(labels, static_cast<double>(st->run_count));
+    }
+  }
+  success.AppendTo(out);
+  duration.AppendTo(out);
+  if (!attached.empty()) attached.AppendTo(out);
+  Gauge("kpath_bpf_stats_enabled",
+        "1 if the kernel keeps BPF run-time statistics (sysctl kernel.bpf_stats_enabled).")
+      .Add(stats_on ? 1 : 0)
+      .AppendTo(out);
+  if (!run_seconds.empty()) {
+    run_seconds.AppendTo(out);
+    runs.AppendTo(out);
+  }
+}
+
+int CollectorSet::ProbesAttached() const {
+  int n = 0;
+  for (const auto& c : collectors_)
+    for (const ProbeState& p : c->Probes()) n += p.mechanism != Mechanism::kNone;
+  return n;
+}
+
+int CollectorSet::ProbesTotal() const {
+  int n = 0;
+  for (const auto& c : collectors_) n += static_cast<int>(c->Probes().size());
+  return n;
+}
+
+std::string CollectorSet::StatusLine() const {
+  std::vector<std::string> parts;
+  parts.push_back(fmt::format("{}/{} probes attached", ProbesAttached(), ProbesTotal()));
+  std::vector<std::string> failing;
+  for (size_t i = 0; i < collectors_.size(); ++i) {
+    if (!health_[i].ok) failing.emplace_back(collectors_[i]->Name());
+    std::string fragment = collectors_[i]->StatusFragment();
+    if (!fragment.empty()) parts.push_back(std::move(fragment));
+  }
+  if (!failing.empty()) {
+    parts.push_back(fmt::format("{}{} failing", failing.size() == 1 ? "collector " : "collectors ",
+                                fmt::join(failing, ", ")));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+void CollectorSet::StopAll() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (auto& c : collectors_) c->Stop();
+}
+
+}  // namespace kpath

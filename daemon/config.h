@@ -1,0 +1,62 @@
+// kpathd's configuration: the YAML file (/etc/kpathd/kpathd.yaml), validated strictly. Built-in
+// defaults (a default-constructed Config) equal config/kpathd.yaml; a test pins that.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "probes/kernel/mechanism.h"
+
+namespace kpath {
+
+struct ProbeConfig {
+  bool enabled = true;
+  // Mechanisms the probe may use, in the probe's own order of preference. Empty: all of them.
+  std::vector<Mechanism> mechanisms;
+  bool operator==(const ProbeConfig&) const = default;
+};
+
+struct LabelLimits {
+  // Per-label top-N; everything past it is folded into the value "other".
+  int comm = 20;
+  int caller = 20;
+  int unit = 30;
+  bool operator==(const LabelLimits&) const = default;
+};
+
+struct Config {
+  // host:port for /metrics. 9477: outside node_exporter's 9100 (see README, "Port").
+  std::string listen_address = "0.0.0.0:9477";
+  std::string log_level = "info";  // trace, debug, info, warn, error, critical, off
+  absl::Duration sampling_interval = absl::Seconds(5);
+  std::string procfs_root = "/proc";
+  std::string sysfs_root = "/sys";
+  absl::Duration percpu_growth_window = absl::Seconds(60);
+  LabelLimits labels;
+  bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
+  std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults
+
+  // The probe's settings, or the defaults when the file does not mention it.
+  ProbeConfig Probe(std::string_view name) const;
+  bool operator==(const Config&) const = default;
+};
+
+// Probe names the configuration accepts under `probes:`.
+const std::vector<std::string_view>& KnownProbeNames();
+
+// The mechanisms a known probe can attach through, in its order of preference (what an empty
+// ProbeConfig::mechanisms means); empty for an unknown name.
+const std::vector<Mechanism>& DefaultMechanisms(std::string_view probe);
+
+// Parses YAML text. `source` names the file in errors: "<source>:<line>: <what>".
+// An empty document gives the defaults. Unknown keys and wrong types are errors.
+absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view source);
+
+// Reads and parses a file; a missing or unreadable file is an error naming the path.
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+}  // namespace kpath

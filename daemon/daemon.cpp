@@ -1,0 +1,254 @@
+#include "daemon/daemon.h"
+
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "fmt/format.h"
+#include "probes/collect/probe_attacher.h"
+#include "probes/percpu/percpu_probe.h"
+#include "probes/procfs/meminfo_collector.h"
+#include "prometheus/exposer.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace kpath {
+
+namespace {
+sigset_t DaemonSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  return set;
+}
+
+// civetweb's master thread notices a stop only when its poll() on the listening socket returns,
+// which can take its whole timeout quantum (2 s). Connecting to our own port wakes it at once.
+void StopExposer(std::unique_ptr<prometheus::Exposer> exposer, const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "[::]") host = "::1";
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  std::vector<int> ports = exposer->GetListeningPorts();
+  std::atomic<bool> stopped{false};
+  std::thread waker([&] {
+    while (!stopped.load()) {
+      for (int port : ports) {
+        addrinfo hints{};
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+        addrinfo* res = nullptr;
+        if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) continue;
+        int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+          connect(fd, res->ai_addr, res->ai_addrlen);
+          close(fd);
+        }
+        freeaddrinfo(res);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  exposer.reset();
+  stopped.store(true);
+  waker.join();
+}
+
+std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      absl::ToChronoNanoseconds(d));
+}
+}  // namespace
+
+void BlockDaemonSignals() {
+  sigset_t set = DaemonSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // A scraper that hangs up mid-response must not kill the daemon.
+  signal(SIGPIPE, SIG_IGN);
+}
+
+absl::Status ConfigureLogging(const std::string& level) {
+  spdlog::level::level_enum lvl = spdlog::level::from_str(level);
+  if (lvl == spdlog::level::off && level != "off") {
+    return absl::InvalidArgumentError(fmt::format("unknown log level \"{}\"", level));
+  }
+  static bool installed = false;
+  if (!installed) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "kpathd", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+    spdlog::set_default_logger(logger);
+    installed = true;
+  }
+  // Under systemd, journald stamps every line already.
+  spdlog::set_pattern(std::getenv("JOURNAL_STREAM") ? "%l: %v" : "%Y-%m-%dT%H:%M:%S.%e %l: %v");
+  spdlog::set_level(lvl);
+  spdlog::flush_on(spdlog::level::trace);
+  return absl::OkStatus();
+}
+
+Daemon::Daemon(CliOptions cli, Config config) : cli_(std::move(cli)), config_(std::move(config)) {}
+
+Daemon::~Daemon() = default;
+
+std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
+  HostPaths paths(config_.procfs_root, config_.sysfs_root);
+  std::vector<std::unique_ptr<Collector>> collectors;
+
+  auto meminfo = std::make_unique<MeminfoCollector>(paths, config_.percpu_growth_window);
+  meminfo_ = meminfo.get();
+  collectors.push_back(std::move(meminfo));
+
+  if (config_.bpf_enabled) {
+    // Mount tracefs only on the real /sys, never inside a fixture tree.
+    kernel_ = std::make_unique<LiveKernelFeatures>(paths, config_.sysfs_root == "/sys");
+    RouteLibbpfLogsToSpdlog();
+    ProbeConfig percpu = config_.Probe(PercpuAllocProbe::kName);
+    if (percpu.enabled) {
+      collectors.push_back(std::make_unique<PercpuAllocProbe>(*kernel_, percpu.mechanisms));
+    } else {
+      spdlog::info("probe {}: disabled in the configuration", PercpuAllocProbe::kName);
+    }
+  } else {
+    spdlog::info("bpf.enabled is false: no BPF probe is loaded");
+  }
+  return std::make_unique<CollectorSet>(std::move(collectors), BuildInfo::Current(), paths);
+}
+
+int Daemon::Run() {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", config_.listen_address, "num_threads", "4",
+                                 "request_timeout_ms", "10000"});
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot listen on {}: {} (address in use, or not an address of this host?)",
+                     config_.listen_address, e.what());
+    return 1;
+  }
+  exposer->RegisterCollectable(snapshot_, "/metrics");
+
+  collectors_ = BuildCollectors();
+  collectors_->StartAll();
+  snapshot_->Publish(collectors_->CollectAll());
+  std::string status = collectors_->StatusLine();
+  notifier_.Ready(status);
+  spdlog::info("ready, serving http://{}/metrics: {}", config_.listen_address, status);
+
+  std::thread sampler([this] { SamplerLoop(); });
+
+  sigset_t signals = DaemonSignals();
+  for (;;) {
+    siginfo_t info;
+    int sig = sigwaitinfo(&signals, &info);
+    if (sig < 0) continue;  // EINTR
+    if (sig == SIGHUP) {
+      Reload();
+      continue;
+    }
+    spdlog::info("{}: detaching probes and exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    break;
+  }
+
+  notifier_.Stopping();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  sampler.join();
+  // Probes first: nothing of kpathd's stays attached however long the HTTP side takes.
+  collectors_->StopAll();
+  StopExposer(std::move(exposer), config_.listen_address);
+  spdlog::info("stopped");
+  return 0;
+}
+
+void Daemon::Reload() {
+  if (!cli_.config_path) {
+    spdlog::info("SIGHUP: running on built-in defaults (no --config), nothing to reload");
+    return;
+  }
+  notifier_.Reloading();
+  absl::StatusOr<Config> next = LoadConfigFile(*cli_.config_path);
+  absl::Status applied = next.ok() ? ApplyCommandLine(cli_, *next) : next.status();
+  if (!applied.ok()) {
+    spdlog::error("SIGHUP: configuration refused, the running one stays in force: {}",
+                  std::string(applied.message()));
+    notifier_.ReloadDone(collectors_->StatusLine());
+    return;
+  }
+  // What is bound or attached at start stays until a restart.
+  auto restart_only = [&](bool changed, std::string_view key) {
+    if (changed) spdlog::warn("SIGHUP: {} changed; it takes effect on restart", key);
+  };
+  restart_only(next->listen_address != config_.listen_address, "listen_address");
+  restart_only(next->procfs_root != config_.procfs_root || next->sysfs_root != config_.sysfs_root,
+               "paths");
+  restart_only(next->bpf_enabled != config_.bpf_enabled, "bpf.enabled");
+  restart_only(next->probes != config_.probes, "probes");
+  next->listen_address = config_.listen_address;
+  next->procfs_root = config_.procfs_root;
+  next->sysfs_root = config_.sysfs_root;
+  next->bpf_enabled = config_.bpf_enabled;
+  next->probes = config_.probes;
+
+  if (absl::Status s = ConfigureLogging(next->log_level); !s.ok())
+    spdlog::error("{}", std::string(s.message()));
+  config_ = *next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = *next;
+  }
+  wake_.notify_all();
+  spdlog::info("SIGHUP: configuration reloaded from {}", *cli_.config_path);
+}
+
+void Daemon::SamplerLoop() {
+  using Clock = std::chrono::steady_clock;
+  Clock::duration interval = ToChrono(config_.sampling_interval);
+  std::optional<Clock::duration> ping = notifier_.WatchdogPingInterval();
+  Clock::time_point next_sample = Clock::now() + interval;
+  Clock::time_point next_ping = Clock::now();
+
+  for (;;) {
+    std::optional<Config> reload;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      Clock::time_point deadline = ping ? std::min(next_sample, next_ping) : next_sample;
+      wake_.wait_until(lock, deadline, [&] { return stop_ || pending_.has_value(); });
+      if (stop_) return;
+      reload.swap(pending_);
+    }
+    Clock::time_point now = Clock::now();
+    if (reload) {
+      interval = ToChrono(reload->sampling_interval);
+      next_sample = now + interval;
+      meminfo_->SetGrowthWindow(reload->percpu_growth_window);
+      notifier_.ReloadDone(collectors_->StatusLine());
+    }
+    if (now >= next_sample) {
+      snapshot_->Publish(collectors_->CollectAll());
+      std::string status = collectors_->StatusLine();
+      notifier_.Status(status);
+      spdlog::debug("collected: {}", status);
+      next_sample += interval;
+      if (next_sample <= now) next_sample = now + interval;  // fell behind: skip, don't burst
+    }
+    // Pinged from this thread only: if collection hangs, the pings stop and systemd restarts us.
+    if (ping && now >= next_ping) {
+      notifier_.WatchdogPing();
+      next_ping = now + *ping;
+    }
+  }
+}
+
+}  // namespace kpath

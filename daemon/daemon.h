@@ -1,0 +1,54 @@
+// The kpathd process: binds /metrics, attaches the probes, runs the sampling clock, answers
+// SIGHUP (reload) and SIGTERM/SIGINT (detach everything, exit 0), and talks to systemd.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "daemon/cli.h"
+#include "daemon/collector_set.h"
+#include "daemon/config.h"
+#include "daemon/snapshot.h"
+#include "daemon/systemd_notify.h"
+#include "probes/kernel/kernel_features.h"
+
+namespace kpath {
+
+class MeminfoCollector;
+
+class Daemon {
+ public:
+  Daemon(CliOptions cli, Config config);
+  ~Daemon();
+  // Runs until SIGTERM or SIGINT. The caller must have blocked SIGTERM, SIGINT and SIGHUP in
+  // every thread (BlockDaemonSignals) before calling. Returns the process exit code.
+  int Run();
+
+ private:
+  std::unique_ptr<CollectorSet> BuildCollectors();
+  void SamplerLoop();
+  void Reload();
+
+  CliOptions cli_;
+  Config config_;  // as running; only the main thread changes it
+  SystemdNotifier notifier_;
+  std::shared_ptr<Snapshot> snapshot_ = std::make_shared<Snapshot>();
+  std::unique_ptr<KernelFeatures> kernel_;
+  std::unique_ptr<CollectorSet> collectors_;
+  MeminfoCollector* meminfo_ = nullptr;  // owned by collectors_
+
+  // Shared between the main thread and the sampler.
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::optional<Config> pending_;  // a reloaded configuration for the sampler to apply
+};
+
+// Blocks the signals the daemon waits for, so that threads created later inherit the mask.
+void BlockDaemonSignals();
+// Sets up spdlog on stderr (journald adds its own timestamps under systemd) at `level`.
+absl::Status ConfigureLogging(const std::string& level);
+
+}  // namespace kpath

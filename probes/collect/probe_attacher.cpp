@@ -1,0 +1,74 @@
+#include "probes/collect/probe_attacher.h"
+
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "spdlog/spdlog.h"
+
+namespace kpath {
+
+namespace {
+std::string PlanName(const AttachPlan& plan) {
+  return fmt::format("{} {}", MechanismName(plan.mechanism), plan.target);
+}
+}  // namespace
+
+ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
+                                const std::vector<Mechanism>& allowed) {
+  std::vector<std::string> skipped;
+  for (const AttachPlan& plan : probe.Plans()) {
+    if (!allowed.empty() &&
+        std::find(allowed.begin(), allowed.end(), plan.mechanism) == allowed.end()) {
+      skipped.push_back(fmt::format("{}: not in the configured mechanisms", PlanName(plan)));
+      continue;
+    }
+    absl::Status supported = probe.Supported(plan, kernel);
+    if (!supported.ok()) {
+      skipped.push_back(fmt::format("{}: {}", PlanName(plan), std::string(supported.message())));
+      continue;
+    }
+    absl::Status attached = probe.Attach(plan, kernel);
+    if (!attached.ok()) {
+      skipped.push_back(fmt::format("{}: {}", PlanName(plan), std::string(attached.message())));
+      continue;
+    }
+    std::string detail = PlanName(plan);
+    if (skipped.empty()) {
+      spdlog::info("probe {}: attached with {}", probe.ProbeName(), detail);
+    } else {
+      spdlog::info("probe {}: attached with {} (skipped {})", probe.ProbeName(), detail,
+                   fmt::format("{}", fmt::join(skipped, "; ")));
+    }
+    return ProbeState{std::string(probe.ProbeName()), plan.mechanism, detail};
+  }
+  std::string why =
+      skipped.empty() ? "no mechanism to try" : fmt::format("{}", fmt::join(skipped, "; "));
+  spdlog::warn("probe {}: not attached, its metrics are absent: {}", probe.ProbeName(), why);
+  return ProbeState{std::string(probe.ProbeName()), Mechanism::kNone, why};
+}
+
+namespace {
+int LibbpfPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
+  char buf[1024];
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  if (n <= 0) return n;
+  std::string_view msg(buf, std::min<size_t>(static_cast<size_t>(n), sizeof(buf) - 1));
+  while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+  if (level == LIBBPF_DEBUG) {
+    spdlog::trace("libbpf: {}", msg);
+  } else {
+    spdlog::debug("libbpf: {}", msg);
+  }
+  return n;
+}
+}  // namespace
+
+void RouteLibbpfLogsToSpdlog() { libbpf_set_print(LibbpfPrint); }
+
+}  // namespace kpath

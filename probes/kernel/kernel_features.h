@@ -1,0 +1,154 @@
+// What the running kernel offers, asked once and cached. Probes never look at the kernel version:
+// they ask this class (BTF types, tracefs events, kallsyms symbols, perf event sources). Tests
+// replace it with a fake to drive every fallback path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "probes/kernel/host_paths.h"
+
+struct btf;
+
+namespace kpath {
+
+// One field of a classic tracepoint, from events/<category>/<event>/format.
+struct TracepointField {
+  std::string name;  // "bytes_alloc"
+  std::string type;  // "size_t"
+  uint32_t offset = 0;
+  uint32_t size = 0;
+  bool is_signed = false;
+};
+
+struct TracepointFormat {
+  std::string name;                     // "percpu_alloc_percpu"
+  uint32_t id = 0;                      // perf event id
+  std::vector<TracepointField> fields;  // common_* fields included
+  const TracepointField* Find(std::string_view field) const;
+};
+
+// Pure parser of a tracefs `format` file (any kernel since 3.x).
+absl::StatusOr<TracepointFormat> ParseTracepointFormat(std::string_view text);
+
+// Pure parser of a sysfs CPU range list ("0-39", "0,2-5", "" for an empty mask), as in
+// /sys/devices/system/cpu/{possible,online}. Returns the CPU numbers, sorted and unique.
+absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text);
+
+// /proc/kallsyms, parsed. Function symbols only (types t, T, w, W), sorted by address.
+class KallsymsIndex {
+ public:
+  struct Symbol {
+    uint64_t address = 0;
+    std::string name;    // "pcpu_alloc_noprof", suffixes kept as the kernel has them
+    std::string module;  // "" for vmlinux, "ext4" for [ext4]
+  };
+
+  static absl::StatusOr<KallsymsIndex> Parse(std::string_view text);
+
+  // The symbol the kernel really has for a function name: the exact name, else a compiler clone
+  // of it (`name.isra.0`, `name.constprop.0`, `name.part.0`), never a `.cold` fragment.
+  std::optional<std::string> ResolveFunction(std::string_view name) const;
+  // A function symbol of exactly that name.
+  bool HasSymbol(std::string_view name) const;
+  // The kernel defines this tracepoint: a `__tracepoint_<event>` data symbol (listed only with
+  // CONFIG_KALLSYMS_ALL) or a `__traceiter_<event>` function (5.10+).
+  bool HasTracepoint(std::string_view event) const;
+  // The function containing `address`, without offset or clone suffix ("mem_cgroup_css_alloc");
+  // a module function gets no module prefix. nullopt if below the first symbol.
+  std::optional<std::string> Symbolize(uint64_t address) const;
+  // True when every address is 0 (kptr_restrict hides them from this reader).
+  bool AddressesHidden() const { return addresses_hidden_; }
+  size_t size() const { return by_address_.size(); }
+
+ private:
+  std::vector<Symbol> by_address_;  // without `__pfx_*` padding markers (not functions)
+  // Indices into by_address_, sorted by name (then address). A sorted vector rather than a map
+  // keyed by a copy of each name: it halves the allocations and builds ~3x faster on 200k lines.
+  std::vector<uint32_t> by_name_;
+  // Index of the first by_name_ entry whose name is >= `name`.
+  std::vector<uint32_t>::const_iterator NameLowerBound(std::string_view name) const;
+  // Names of `__tracepoint_*` data symbols, sorted: the only non-function symbols kept.
+  std::vector<std::string> tracepoint_symbols_;
+  bool addresses_hidden_ = false;
+};
+
+class KernelFeatures {
+ public:
+  virtual ~KernelFeatures() = default;
+
+  // /sys/kernel/btf/vmlinux exists and libbpf can load it.
+  virtual bool HasVmlinuxBtf() = 0;
+  // Number of tracepoint arguments from BTF (the `btf_trace_<event>` typedef's function
+  // prototype, minus its leading `void *__data`); nullopt without BTF or without that event.
+  virtual std::optional<int> BtfTracepointArgs(std::string_view event) = 0;
+  // A function of that exact name exists in vmlinux BTF (what fentry can attach to).
+  virtual bool BtfHasFunction(std::string_view name) = 0;
+  // The tracefs root (mounting it at <sysfs>/kernel/tracing if absent and allowed).
+  virtual absl::StatusOr<std::filesystem::path> Tracefs() = 0;
+  // A classic tracepoint's format; NotFound when the kernel lacks it, another error when tracefs
+  // cannot be reached.
+  virtual absl::StatusOr<TracepointFormat> Tracepoint(std::string_view category,
+                                                      std::string_view event) = 0;
+  // The kernel has this tracepoint at all (for raw_tp): BTF typedef, kallsyms `__tracepoint_<e>`
+  // or a tracefs event directory.
+  virtual bool TracepointExists(std::string_view category, std::string_view event) = 0;
+  // The symbol to kprobe/fentry for a function name (see KallsymsIndex::ResolveFunction).
+  virtual std::optional<std::string> KernelFunction(std::string_view name) = 0;
+  // Ok if kprobes can be created (a `kprobe` perf event source or tracefs kprobe_events);
+  // otherwise the reason.
+  virtual absl::Status KprobesAvailable() = 0;
+  virtual int PossibleCpus() = 0;
+  // The kallsyms index (refreshed by the caller when modules change); may be null if unreadable.
+  virtual std::shared_ptr<const KallsymsIndex> Kallsyms() = 0;
+};
+
+// The real kernel, through HostPaths. Results are cached after the first question.
+class LiveKernelFeatures final : public KernelFeatures {
+ public:
+  // `may_mount`: allowed to mount tracefs when it is not mounted (only for the real /sys).
+  LiveKernelFeatures(HostPaths paths, bool may_mount);
+  ~LiveKernelFeatures() override;
+
+  bool HasVmlinuxBtf() override;
+  std::optional<int> BtfTracepointArgs(std::string_view event) override;
+  bool BtfHasFunction(std::string_view name) override;
+  absl::StatusOr<std::filesystem::path> Tracefs() override;
+  absl::StatusOr<TracepointFormat> Tracepoint(std::string_view category,
+                                              std::string_view event) override;
+  bool TracepointExists(std::string_view category, std::string_view event) override;
+  std::optional<std::string> KernelFunction(std::string_view name) override;
+  absl::Status KprobesAvailable() override;
+  int PossibleCpus() override;
+  std::shared_ptr<const KallsymsIndex> Kallsyms() override;
+
+ private:
+  // The *Locked helpers expect mu_ to be held.
+  struct btf* VmlinuxBtf();  // loaded once, owned
+  absl::StatusOr<std::filesystem::path> TracefsLocked();
+  std::shared_ptr<const KallsymsIndex> KallsymsLocked();
+
+  HostPaths paths_;
+  bool may_mount_;
+  std::mutex mu_;
+  bool btf_tried_ = false;
+  struct btf* btf_ = nullptr;
+  std::optional<absl::StatusOr<std::filesystem::path>> tracefs_;
+  std::shared_ptr<const KallsymsIndex> kallsyms_;
+  bool kallsyms_tried_ = false;
+  std::filesystem::path mounted_tracefs_;  // non-empty when this object mounted tracefs there
+  std::map<std::string, absl::StatusOr<TracepointFormat>, std::less<>> formats_;  // "cat/event"
+  std::optional<absl::Status> kprobes_;
+  std::optional<int> possible_cpus_;
+};
+
+}  // namespace kpath

@@ -1,0 +1,166 @@
+// LiveKernelFeatures against the real /proc and /sys of the machine running the test (root).
+// Expectations are those of the development/CI kernel described in docs/kernel-facts.md
+// (Linux 6.18, BTF, no CONFIG_KPROBES, tracefs not mounted by default).
+#include <bpf/libbpf.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "probes/kernel/host_paths.h"
+#include "probes/kernel/kernel_features.h"
+
+namespace kpath {
+namespace {
+
+bool SkipUnlessRoot() {
+  if (geteuid() == 0) return false;
+  WARN("skipped: needs root (kallsyms addresses, mounting tracefs); run as root");
+  return true;
+}
+
+// Whether a tracefs is mounted at `mount_point`, from /proc/mounts.
+bool TracefsMountedAt(const std::string& mount_point) {
+  std::ifstream mounts("/proc/mounts");
+  std::string line;
+  while (std::getline(mounts, line)) {
+    std::istringstream fields(line);
+    std::string source, target, type;
+    fields >> source >> target >> type;
+    if (target == mount_point && type == "tracefs") return true;
+  }
+  return false;
+}
+
+TEST_CASE("real kernel: vmlinux BTF describes percpu_alloc_percpu with 10 arguments",
+          "[kernel-live]") {
+  if (SkipUnlessRoot()) return;
+  LiveKernelFeatures features(HostPaths(), /*may_mount=*/false);
+  REQUIRE(features.HasVmlinuxBtf());
+  // 5.19 added call_site, bytes_alloc and gfp_flags to the 7 older arguments.
+  CHECK(features.BtfTracepointArgs("percpu_alloc_percpu") == 10);
+  CHECK(features.BtfTracepointArgs("percpu_free_percpu") == 3);
+  CHECK(features.BtfTracepointArgs("no_such_event_kpath") == std::nullopt);
+  CHECK(features.BtfHasFunction("pcpu_alloc_noprof"));
+  CHECK_FALSE(features.BtfHasFunction("no_such_function_kpath"));
+  CHECK(features.TracepointExists("percpu", "percpu_alloc_percpu"));
+  CHECK_FALSE(features.TracepointExists("percpu", "no_such_event_kpath"));
+}
+
+TEST_CASE("real kernel: kallsyms resolves pcpu_alloc_noprof and symbolizes it", "[kernel-live]") {
+  if (SkipUnlessRoot()) return;
+  LiveKernelFeatures features(HostPaths(), /*may_mount=*/false);
+  auto kallsyms = features.Kallsyms();
+  REQUIRE(kallsyms != nullptr);
+  CHECK(kallsyms->size() > 10000);
+  CHECK(features.KernelFunction("pcpu_alloc_noprof") == "pcpu_alloc_noprof");
+  CHECK(features.KernelFunction("no_such_function_kpath") == std::nullopt);
+  if (kallsyms->AddressesHidden()) {
+    WARN("kallsyms addresses hidden (kptr_restrict): symbolization not checked");
+  } else {
+    // KASLR moves the text: take the function's address from the raw file.
+    std::ifstream raw("/proc/kallsyms");
+    std::string line;
+    uint64_t address = 0;
+    while (std::getline(raw, line)) {
+      if (line.ends_with(" T pcpu_alloc_noprof")) {
+        address = std::stoull(line.substr(0, line.find(' ')), nullptr, 16);
+        break;
+      }
+    }
+    REQUIRE(address != 0);
+    CHECK(kallsyms->Symbolize(address + 0x20) == "pcpu_alloc_noprof");
+  }
+  CHECK(features.PossibleCpus() == libbpf_num_possible_cpus());
+}
+
+TEST_CASE("real kernel: kprobes are reported unavailable with the reason", "[kernel-live]") {
+  if (SkipUnlessRoot()) return;
+  LiveKernelFeatures features(HostPaths(), /*may_mount=*/true);
+  absl::Status kprobes = features.KprobesAvailable();
+  // This machine's kernel has CONFIG_KPROBES off (docs/kernel-facts.md).
+  REQUIRE_FALSE(kprobes.ok());
+  CHECK(kprobes.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(kprobes.message()), Catch::Contains("CONFIG_KPROBES"));
+}
+
+TEST_CASE("real kernel: classic tracepoint format through tracefs", "[kernel-live]") {
+  if (SkipUnlessRoot()) return;
+  LiveKernelFeatures features(HostPaths(), /*may_mount=*/true);
+  auto tracefs = features.Tracefs();
+  REQUIRE(tracefs.ok());
+  auto format = features.Tracepoint("percpu", "percpu_alloc_percpu");
+  REQUIRE(format.ok());
+  CHECK(format->name == "percpu_alloc_percpu");
+  CHECK(format->id > 0);
+  const TracepointField* bytes_alloc = format->Find("bytes_alloc");
+  REQUIRE(bytes_alloc != nullptr);
+  CHECK(bytes_alloc->size == 8);
+  CHECK(format->Find("call_site") != nullptr);
+  auto missing = features.Tracepoint("percpu", "no_such_event_kpath");
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+}
+
+// Runs in a forked child inside its own mount namespace, so that tracefs can be unmounted there
+// whatever the host has mounted, and nothing the child does reaches the host. Returns "" on
+// success, else what went wrong.
+std::string MountAndUnmountInPrivateNamespace() {
+  const std::string tracing = "/sys/kernel/tracing";
+  if (unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + strerror(errno);
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return std::string("make / rprivate: ") + strerror(errno);
+  }
+  for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+    while (TracefsMountedAt(dir)) {
+      if (umount2(dir, MNT_DETACH) != 0)
+        return std::string("umount ") + dir + ": " + strerror(errno);
+    }
+  }
+  if (TracefsMountedAt("/sys/kernel/debug")) return "debugfs automounts tracing";
+  {
+    LiveKernelFeatures features(HostPaths(), /*may_mount=*/true);
+    auto tracefs = features.Tracefs();
+    if (!tracefs.ok()) return "Tracefs(): " + std::string(tracefs.status().message());
+    if (*tracefs != tracing) return "Tracefs() gave " + tracefs->string();
+    if (!TracefsMountedAt(tracing)) return "Tracefs() succeeded but nothing is mounted";
+    auto format = features.Tracepoint("percpu", "percpu_alloc_percpu");
+    if (!format.ok()) return "Tracepoint(): " + std::string(format.status().message());
+  }
+  if (TracefsMountedAt(tracing)) return "tracefs still mounted after destruction";
+  return "";
+}
+
+TEST_CASE("real kernel: tracefs mounted by LiveKernelFeatures is unmounted on destruction",
+          "[kernel-live]") {
+  if (SkipUnlessRoot()) return;
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    std::string error = MountAndUnmountInPrivateNamespace();
+    if (!error.empty()) (void)!write(fds[1], error.data(), error.size());
+    _exit(error.empty() ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string error;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) error.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO(error);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+}  // namespace kpath
