@@ -2,7 +2,9 @@
 
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -214,6 +216,17 @@ bool PathExists(const std::filesystem::path& path) {
 bool IsDirectory(const std::filesystem::path& path) {
   std::error_code ec;
   return std::filesystem::is_directory(path, ec);
+}
+
+// An automount point nobody has crossed yet (statx reports this since Linux 5.8; older kernels
+// say false, and crossing it then mounts tracefs as any tracing tool would).
+bool IsUntriggeredAutomount(const std::filesystem::path& path) {
+  struct statx stx;
+  if (::statx(AT_FDCWD, path.c_str(), AT_NO_AUTOMOUNT | AT_SYMLINK_NOFOLLOW, 0, &stx) != 0) {
+    return false;
+  }
+  return (stx.stx_attributes_mask & STATX_ATTR_AUTOMOUNT) != 0 &&
+         (stx.stx_attributes & STATX_ATTR_AUTOMOUNT) != 0;
 }
 
 }  // namespace
@@ -497,6 +510,9 @@ absl::StatusOr<std::filesystem::path> LiveKernelFeatures::TracefsLocked() {
   const std::filesystem::path candidates[] = {paths_.Sys("kernel/tracing"),
                                               paths_.Sys("kernel/debug/tracing")};
   for (const auto& dir : candidates) {
+    // Looking inside debugfs's untriggered `tracing` automount point would mount tracefs
+    // there as a side effect, and leave it behind.
+    if (IsUntriggeredAutomount(dir)) continue;
     if (IsDirectory(dir / "events")) {
       tracefs_ = dir;
       return *tracefs_;

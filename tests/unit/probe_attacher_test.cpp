@@ -1,0 +1,151 @@
+// Mechanism selection against a fake kernel: every fallback path without needing the kernel
+// that has (or lacks) each feature.
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "probes/collect/probe_attacher.h"
+
+using namespace kpath;
+
+namespace {
+
+// A kernel where each capability is a switch.
+class FakeKernel final : public KernelFeatures {
+ public:
+  bool btf = true;
+  bool kprobes = false;
+  std::set<std::string, std::less<>> functions;
+
+  bool HasVmlinuxBtf() override { return btf; }
+  std::optional<int> BtfTracepointArgs(std::string_view) override {
+    return btf ? std::optional<int>(10) : std::nullopt;
+  }
+  bool BtfHasFunction(std::string_view name) override {
+    return btf && functions.count(name) > 0;
+  }
+  absl::StatusOr<std::filesystem::path> Tracefs() override {
+    return absl::UnavailableError("no tracefs");
+  }
+  absl::StatusOr<TracepointFormat> Tracepoint(std::string_view, std::string_view) override {
+    return absl::NotFoundError("no tracefs");
+  }
+  bool TracepointExists(std::string_view, std::string_view) override { return true; }
+  std::optional<std::string> KernelFunction(std::string_view name) override {
+    if (functions.count(name)) return std::string(name);
+    return std::nullopt;
+  }
+  absl::Status KprobesAvailable() override {
+    return kprobes ? absl::OkStatus() : absl::FailedPreconditionError("no kprobes");
+  }
+  int PossibleCpus() override { return 4; }
+  std::shared_ptr<const KallsymsIndex> Kallsyms() override { return nullptr; }
+};
+
+// A probe whose plans are checked against the fake kernel and whose attach can be made to fail.
+class FakeProbe final : public AttachableProbe {
+ public:
+  std::set<Mechanism> attach_fails;
+  std::vector<Mechanism> attempted;
+  int detached = 0;
+
+  std::string_view ProbeName() const override { return "fake"; }
+  std::vector<AttachPlan> Plans() const override {
+    return {{Mechanism::kTpBtf, "cat:event"},
+            {Mechanism::kRawTp, "cat:event"},
+            {Mechanism::kTracepoint, "cat:event"},
+            {Mechanism::kKprobe, "some_function"}};
+  }
+  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override {
+    switch (plan.mechanism) {
+      case Mechanism::kTpBtf:
+        return kernel.HasVmlinuxBtf() ? absl::OkStatus() : absl::UnavailableError("no BTF");
+      case Mechanism::kTracepoint:
+        return kernel.Tracepoint("cat", "event").status();
+      case Mechanism::kKprobe:
+        return kernel.KprobesAvailable();
+      default:
+        return absl::OkStatus();
+    }
+  }
+  absl::Status Attach(const AttachPlan& plan, KernelFeatures&) override {
+    attempted.push_back(plan.mechanism);
+    if (attach_fails.count(plan.mechanism)) return absl::PermissionDeniedError("load: EPERM");
+    return absl::OkStatus();
+  }
+  void Detach() override { ++detached; }
+};
+
+}  // namespace
+
+TEST_CASE("the first supported mechanism is attached and reported", "[attach]") {
+  FakeKernel kernel;
+  FakeProbe probe;
+  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  CHECK(state.mechanism == Mechanism::kTpBtf);
+  CHECK(state.probe == "fake");
+  CHECK(state.detail == "tp_btf cat:event");
+  CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kTpBtf});
+}
+
+TEST_CASE("without BTF the probe falls back to raw_tp without trying tp_btf", "[attach]") {
+  FakeKernel kernel;
+  kernel.btf = false;
+  FakeProbe probe;
+  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  CHECK(state.mechanism == Mechanism::kRawTp);
+  CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kRawTp});
+}
+
+TEST_CASE("a mechanism whose load fails falls through to the next one", "[attach]") {
+  FakeKernel kernel;
+  FakeProbe probe;
+  probe.attach_fails = {Mechanism::kTpBtf, Mechanism::kRawTp};
+  kernel.kprobes = true;
+  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  // tracepoint is unsupported (no tracefs), so kprobe is next.
+  CHECK(state.mechanism == Mechanism::kKprobe);
+  CHECK(probe.attempted ==
+        std::vector<Mechanism>{Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kKprobe});
+}
+
+TEST_CASE("the configured mechanisms restrict the choice, in the probe's order", "[attach]") {
+  FakeKernel kernel;
+  kernel.kprobes = true;
+  FakeProbe probe;
+  ProbeState state = AttachFirstSupported(probe, kernel, {Mechanism::kKprobe, Mechanism::kRawTp});
+  CHECK(state.mechanism == Mechanism::kRawTp);
+  CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kRawTp});
+}
+
+TEST_CASE("when nothing attaches the state is none with every reason", "[attach]") {
+  FakeKernel kernel;
+  kernel.btf = false;
+  FakeProbe probe;
+  probe.attach_fails = {Mechanism::kRawTp};
+  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  CHECK(state.mechanism == Mechanism::kNone);
+  CHECK_THAT(state.detail, Catch::Contains("tp_btf cat:event: no BTF"));
+  CHECK_THAT(state.detail, Catch::Contains("raw_tp cat:event: load: EPERM"));
+  CHECK_THAT(state.detail, Catch::Contains("tracepoint cat:event: no tracefs"));
+  CHECK_THAT(state.detail, Catch::Contains("kprobe some_function: no kprobes"));
+}
+
+TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[attach]") {
+  FakeKernel kernel;
+  FakeProbe probe;
+  ProbeState state = AttachFirstSupported(probe, kernel, {Mechanism::kFentry});
+  CHECK(state.mechanism == Mechanism::kNone);
+  CHECK(probe.attempted.empty());
+  CHECK_THAT(state.detail, Catch::Contains("not in the configured mechanisms"));
+}
+
+TEST_CASE("mechanism names round-trip and none is not configurable", "[attach]") {
+  for (std::string_view name : MechanismNames()) {
+    auto m = ParseMechanism(name);
+    REQUIRE(m);
+    CHECK(MechanismName(*m) == name);
+  }
+  CHECK_FALSE(ParseMechanism("none"));
+  CHECK_FALSE(ParseMechanism("kprobes"));
+}

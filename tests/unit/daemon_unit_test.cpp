@@ -1,0 +1,154 @@
+// The daemon's parts that need no kernel: command line, collector isolation, status line.
+#include <catch2/catch.hpp>
+
+#include "daemon/cli.h"
+#include "daemon/collector_set.h"
+#include "daemon/snapshot.h"
+
+using namespace kpath;
+
+namespace {
+
+absl::StatusOr<CliOptions> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "kpathd");
+  return ParseCommandLine(args);
+}
+
+class FakeCollector final : public Collector {
+ public:
+  FakeCollector(std::string name, absl::Status start, absl::Status collect)
+      : name_(std::move(name)), start_(start), collect_(collect) {}
+  std::string_view Name() const override { return name_; }
+  absl::Status Start() override { return start_; }
+  absl::Status Collect(MetricFamilies& out) override {
+    // A failing collector may have appended half its families: they must not reach the scrape.
+    Gauge("kpath_fake_" + name_, "Fake.").Add(1).AppendTo(out);
+    if (throws) throw std::runtime_error("boom");
+    return collect_;
+  }
+  std::vector<ProbeState> Probes() const override { return probes; }
+  std::string StatusFragment() const override { return fragment; }
+
+  std::vector<ProbeState> probes;
+  std::string fragment;
+  bool throws = false;
+
+ private:
+  std::string name_;
+  absl::Status start_, collect_;
+};
+
+bool HasFamily(const MetricFamilies& f, const std::string& name) {
+  for (const auto& m : f)
+    if (m.name == name) return true;
+  return false;
+}
+
+double Sample(const MetricFamilies& f, const std::string& name, const std::string& label) {
+  for (const auto& m : f) {
+    if (m.name != name) continue;
+    for (const auto& s : m.metric)
+      for (const auto& l : s.label)
+        if (l.value == label) return s.gauge.value;
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("command line: flags with separate and inline values", "[cli]") {
+  auto o = Parse({"--config", "/etc/k.yaml", "--listen=127.0.0.1:1", "--log-level", "debug"});
+  REQUIRE(o.ok());
+  CHECK(o->mode == CliOptions::Mode::kRun);
+  CHECK(o->config_path == "/etc/k.yaml");
+  CHECK(o->listen_address == "127.0.0.1:1");
+  CHECK(o->log_level == "debug");
+}
+
+TEST_CASE("command line: --check-config, --version, --help", "[cli]") {
+  auto c = Parse({"--check-config", "x.yaml"});
+  REQUIRE(c.ok());
+  CHECK(c->mode == CliOptions::Mode::kCheckConfig);
+  CHECK(c->config_path == "x.yaml");
+  CHECK(Parse({"--version"})->mode == CliOptions::Mode::kVersion);
+  CHECK(Parse({"--help"})->mode == CliOptions::Mode::kHelp);
+}
+
+TEST_CASE("command line: unknown flags and missing values are errors", "[cli]") {
+  CHECK(Parse({"--nope"}).status().message() == "unknown argument \"--nope\"");
+  CHECK(Parse({"--config"}).status().message() == "--config needs a value");
+  CHECK(Parse({"--listen="}).status().message() == "--listen needs a value");
+}
+
+TEST_CASE("command-line values are validated like the file's and override it", "[cli]") {
+  Config config;
+  CliOptions o;
+  o.listen_address = "127.0.0.1:9999";
+  o.procfs_root = "/host/proc";
+  REQUIRE(ApplyCommandLine(o, config).ok());
+  CHECK(config.listen_address == "127.0.0.1:9999");
+  CHECK(config.procfs_root == "/host/proc");
+  CHECK(config.sysfs_root == "/sys");
+
+  CliOptions bad;
+  bad.log_level = "loud";
+  absl::Status s = ApplyCommandLine(bad, config);
+  CHECK_FALSE(s.ok());
+  CHECK_THAT(std::string(s.message()), Catch::Contains("command line"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("log_level"));
+}
+
+TEST_CASE("a failing collector reports success 0 and drops only its own families",
+          "[collector-set]") {
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::make_unique<FakeCollector>("good", absl::OkStatus(), absl::OkStatus()));
+  collectors.push_back(
+      std::make_unique<FakeCollector>("bad", absl::OkStatus(), absl::DataLossError("garbled")));
+  auto thrower =
+      std::make_unique<FakeCollector>("thrower", absl::OkStatus(), absl::OkStatus());
+  thrower->throws = true;
+  collectors.push_back(std::move(thrower));
+  collectors.push_back(std::make_unique<FakeCollector>(
+      "unstarted", absl::UnavailableError("no BTF"), absl::OkStatus()));
+  CollectorSet set(std::move(collectors), BuildInfo{"v", "r", "1.1", "6.18"},
+                   HostPaths("/nonexistent/proc", "/nonexistent/sys"));
+  set.StartAll();
+  MetricFamilies out = set.CollectAll();
+  CHECK(HasFamily(out, "kpath_fake_good"));
+  CHECK_FALSE(HasFamily(out, "kpath_fake_bad"));
+  CHECK_FALSE(HasFamily(out, "kpath_fake_thrower"));
+  CHECK_FALSE(HasFamily(out, "kpath_fake_unstarted"));
+  CHECK(Sample(out, "kpath_collector_success", "good") == 1);
+  CHECK(Sample(out, "kpath_collector_success", "bad") == 0);
+  CHECK(Sample(out, "kpath_collector_success", "thrower") == 0);
+  CHECK(Sample(out, "kpath_collector_success", "unstarted") == 0);
+  CHECK(HasFamily(out, "kpath_build_info"));
+  CHECK(HasFamily(out, "kpath_collector_duration_seconds"));
+  CHECK_THAT(set.StatusLine(), Catch::Contains("collectors bad, thrower, unstarted failing"));
+}
+
+TEST_CASE("the status line counts attached probes and joins fragments", "[collector-set]") {
+  auto a = std::make_unique<FakeCollector>("a", absl::OkStatus(), absl::OkStatus());
+  a->probes = {{"pa", Mechanism::kTpBtf, ""}, {"pb", Mechanism::kNone, "no BTF"}};
+  a->fragment = "Percpu 1.0 MiB";
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::move(a));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.StartAll();
+  MetricFamilies out = set.CollectAll();
+  CHECK(set.StatusLine() == "1/2 probes attached; Percpu 1.0 MiB");
+  CHECK(Sample(out, "kpath_probe_attached", "tp_btf") == 1);
+  CHECK(Sample(out, "kpath_probe_attached", "none") == 0);
+}
+
+TEST_CASE("a snapshot serves the last published families to every scraper", "[snapshot]") {
+  Snapshot snapshot;
+  CHECK(snapshot.Collect().empty());
+  MetricFamilies f;
+  Gauge("kpath_g", "G.").Add(1).AppendTo(f);
+  snapshot.Publish(f);
+  CHECK(snapshot.Collect().size() == 1);
+  CHECK(snapshot.Collect().size() == 1);
+  snapshot.Publish({});
+  CHECK(snapshot.Collect().empty());
+}
