@@ -215,7 +215,10 @@ void Daemon::Reload() {
 void Daemon::SamplerLoop() {
   using Clock = std::chrono::steady_clock;
   Clock::duration interval = ToChrono(config_.sampling_interval);
-  std::optional<Clock::duration> ping = notifier_.WatchdogPingInterval();
+  // Zero: systemd asked for no watchdog pings.
+  const Clock::duration ping =
+      notifier_.WatchdogPingInterval().value_or(std::chrono::microseconds::zero());
+  const bool pinging = ping > Clock::duration::zero();
   Clock::time_point next_sample = Clock::now() + interval;
   Clock::time_point next_ping = Clock::now();
 
@@ -223,7 +226,7 @@ void Daemon::SamplerLoop() {
     std::optional<Config> reload;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      Clock::time_point deadline = ping ? std::min(next_sample, next_ping) : next_sample;
+      Clock::time_point deadline = pinging ? std::min(next_sample, next_ping) : next_sample;
       wake_.wait_until(lock, deadline, [&] { return stop_ || pending_.has_value(); });
       if (stop_) return;
       reload.swap(pending_);
@@ -244,9 +247,9 @@ void Daemon::SamplerLoop() {
       if (next_sample <= now) next_sample = now + interval;  // fell behind: skip, don't burst
     }
     // Pinged from this thread only: if collection hangs, the pings stop and systemd restarts us.
-    if (ping && now >= next_ping) {
+    if (pinging && now >= next_ping) {
       notifier_.WatchdogPing();
-      next_ping = now + *ping;
+      next_ping = now + ping;
     }
   }
 }
