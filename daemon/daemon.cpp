@@ -102,24 +102,34 @@ Daemon::~Daemon() = default;
 std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
   HostPaths paths(config_.procfs_root, config_.sysfs_root);
   std::vector<std::unique_ptr<Collector>> collectors;
-
-  auto meminfo = std::make_unique<MeminfoCollector>(paths, config_.percpu_growth_window);
-  meminfo_ = meminfo.get();
-  collectors.push_back(std::move(meminfo));
-
   if (config_.bpf_enabled) {
     // Mount tracefs only on the real /sys, never inside a fixture tree.
     kernel_ = std::make_unique<LiveKernelFeatures>(paths, config_.sysfs_root == "/sys");
     RouteLibbpfLogsToSpdlog();
-    ProbeConfig percpu = config_.Probe(PercpuAllocProbe::kName);
-    if (percpu.enabled) {
-      collectors.push_back(std::make_unique<PercpuAllocProbe>(*kernel_, percpu.mechanisms));
-    } else {
-      spdlog::info("probe {}: disabled in the configuration", PercpuAllocProbe::kName);
-    }
   } else {
     spdlog::info("bpf.enabled is false: no BPF probe is loaded");
   }
+  // A BPF probe is added when BPF is on and the probe is enabled; it logs either way.
+  auto want_probe = [&](std::string_view name) {
+    if (!kernel_) return false;
+    if (!config_.Probe(name).enabled) {
+      spdlog::info("probe {}: disabled in the configuration", name);
+      return false;
+    }
+    return true;
+  };
+
+  // Memory (/proc/meminfo, seed 000).
+  auto meminfo = std::make_unique<MeminfoCollector>(paths, config_.percpu_growth_window);
+  meminfo_ = meminfo.get();
+  collectors.push_back(std::move(meminfo));
+
+  // Percpu allocations (seed 000).
+  if (want_probe(PercpuAllocProbe::kName)) {
+    collectors.push_back(std::make_unique<PercpuAllocProbe>(
+        *kernel_, config_.Probe(PercpuAllocProbe::kName).mechanisms));
+  }
+
   return std::make_unique<CollectorSet>(std::move(collectors), BuildInfo::Current(), paths);
 }
 
