@@ -1,0 +1,141 @@
+#include "probes/collect/folded_counters.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace kpath {
+
+FoldedCounters::FoldedCounters(std::vector<std::string> labels, std::vector<size_t> top_n,
+                               size_t fields, double decay)
+    : labels_(std::move(labels)),
+      top_n_(std::move(top_n)),
+      fields_(fields),
+      decay_(decay),
+      totals_(fields, 0),
+      activity_(labels_.size()),
+      selected_(labels_.size()) {
+  top_n_.resize(labels_.size(), 1);
+}
+
+void FoldedCounters::SetTopN(std::vector<size_t> top_n) {
+  top_n_ = std::move(top_n);
+  top_n_.resize(labels_.size(), 1);
+}
+
+size_t FoldedCounters::budget() const {
+  size_t b = 1;
+  for (size_t n : top_n_) b *= n + 1;
+  return b;
+}
+
+void FoldedCounters::Add(const std::vector<std::string>& values, std::span<const uint64_t> deltas) {
+  std::vector<uint64_t>& p = pending_[values];
+  p.resize(fields_, 0);
+  for (size_t f = 0; f < fields_ && f < deltas.size(); ++f) p[f] += deltas[f];
+}
+
+void FoldedCounters::AddOther(std::span<const uint64_t> deltas) {
+  Add(std::vector<std::string>(labels_.size(), kOther), deltas);
+}
+
+std::vector<std::string> FoldedCounters::Fold(const std::vector<std::string>& values) const {
+  std::vector<std::string> folded(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    folded[i] = selected_[i].count(values[i]) ? values[i] : kOther;
+  }
+  return folded;
+}
+
+void FoldedCounters::EndInterval() {
+  ++interval_;
+  // Activity: decay everything, then add this interval's field-0 counts.
+  for (auto& per_label : activity_) {
+    for (auto it = per_label.begin(); it != per_label.end();) {
+      it->second *= decay_;
+      // Forget values that have been idle for long (bounded memory under a name storm).
+      if (it->second < 1e-3) {
+        it = per_label.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& [values, deltas] : pending_) {
+    for (size_t i = 0; i < labels_.size() && i < values.size(); ++i) {
+      if (values[i] == kOther) continue;
+      activity_[i][values[i]] += static_cast<double>(deltas.empty() ? 0 : deltas[0]) + 1e-2;
+    }
+  }
+  // Each label's top-N by activity; ties broken by name for determinism.
+  for (size_t i = 0; i < labels_.size(); ++i) {
+    std::vector<std::pair<double, std::string>> ranked;
+    ranked.reserve(activity_[i].size());
+    for (const auto& [value, score] : activity_[i]) ranked.emplace_back(score, value);
+    size_t n = std::min(top_n_[i], ranked.size());
+    std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(n), ranked.end(),
+                      [](const auto& a, const auto& b) {
+                        return a.first != b.first ? a.first > b.first : a.second < b.second;
+                      });
+    selected_[i].clear();
+    for (size_t k = 0; k < n; ++k) selected_[i][ranked[k].second] = true;
+  }
+  // Route the interval's counts into the exported series.
+  for (auto& [values, deltas] : pending_) {
+    std::vector<std::string> key = Fold(values);
+    std::vector<uint64_t>& s = series_[key];
+    s.resize(fields_, 0);
+    for (size_t f = 0; f < fields_; ++f) {
+      s[f] += deltas[f];
+      totals_[f] += deltas[f];
+    }
+    last_update_[key] = interval_;
+  }
+  pending_.clear();
+  Evict();
+}
+
+void FoldedCounters::Evict() {
+  size_t limit = budget();
+  if (series_.size() <= limit) return;
+  // Stale series: some label value no longer selected. Oldest first.
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> stale;
+  for (const auto& [key, values] : series_) {
+    if (Fold(key) != key) stale.emplace_back(last_update_[key], key);
+  }
+  std::sort(stale.begin(), stale.end());
+  for (const auto& [when, key] : stale) {
+    if (series_.size() <= limit) break;
+    std::vector<std::string> target = Fold(key);
+    std::vector<uint64_t> moved = std::move(series_[key]);
+    series_.erase(key);
+    last_update_.erase(key);
+    std::vector<uint64_t>& t = series_[target];
+    t.resize(fields_, 0);
+    for (size_t f = 0; f < fields_; ++f) t[f] += moved[f];
+    last_update_.try_emplace(target, when);
+  }
+}
+
+void FoldedCounters::AppendTo(FamilyBuilder& family, size_t field) const {
+  for (const auto& [key, values] : series_) {
+    LabelPairs labels;
+    labels.reserve(labels_.size());
+    for (size_t i = 0; i < labels_.size(); ++i) labels.emplace_back(labels_[i], key[i]);
+    family.Add(labels, static_cast<double>(values[field]));
+  }
+}
+
+std::string FoldedCounters::TopValue(size_t label) const {
+  std::string best;
+  double best_score = 0;
+  for (const auto& [value, score] : activity_.at(label)) {
+    if (score > best_score || (score == best_score && value < best)) {
+      best = value;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+}  // namespace kpath

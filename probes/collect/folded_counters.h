@@ -1,0 +1,71 @@
+// Cumulative counters whose label values stay bounded (metrics contract: per-label top-N, the
+// rest folded into "other"). Each label keeps the N values with the most recent activity (an
+// exponentially decayed count of field 0). Guarantees:
+//  - exact totals: the sum over exported series always equals everything ever added;
+//  - monotonic series: a series only grows (counts move between series only by eviction, which
+//    adds a stale series' total into its "other" form);
+//  - bounded series: at most prod(top_n[i] + 1) series per family.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "probes/collect/metric_families.h"
+
+namespace kpath {
+
+class FoldedCounters {
+ public:
+  static constexpr const char* kOther = "other";
+
+  // `labels`: label names; `top_n`: values kept per label; `fields`: counters per key (for
+  // example calls and bytes). `decay`: how much of a value's activity score survives an interval.
+  FoldedCounters(std::vector<std::string> labels, std::vector<size_t> top_n, size_t fields,
+                 double decay = 0.9);
+
+  void SetTopN(std::vector<size_t> top_n);
+
+  // Adds one interval's deltas for a key (its raw label values, one per label).
+  void Add(const std::vector<std::string>& values, std::span<const uint64_t> deltas);
+  // Adds deltas that have no key (a full BPF map's overflow): they go to the all-"other" series.
+  void AddOther(std::span<const uint64_t> deltas);
+  // Ends the interval: updates activity, picks each label's top-N, folds the interval's deltas
+  // into the exported series, and evicts stale series beyond the budget.
+  void EndInterval();
+
+  // Appends one sample per exported series for counter `field` (labels in constructor order).
+  void AppendTo(FamilyBuilder& family, size_t field) const;
+  // The exported series: folded label values -> cumulative value per field.
+  const std::map<std::vector<std::string>, std::vector<uint64_t>>& series() const {
+    return series_;
+  }
+  uint64_t total(size_t field) const { return totals_.at(field); }
+  size_t budget() const;
+  // The label value with the most activity in the last intervals (for STATUS lines), or "".
+  std::string TopValue(size_t label) const;
+
+ private:
+  std::vector<std::string> Fold(const std::vector<std::string>& values) const;
+  void Evict();
+
+  std::vector<std::string> labels_;
+  std::vector<size_t> top_n_;
+  size_t fields_;
+  double decay_;
+  uint64_t interval_ = 0;
+  std::vector<uint64_t> totals_;
+  // Per label: value -> decayed activity.
+  std::vector<std::unordered_map<std::string, double>> activity_;
+  // Per label: the values currently exported as themselves.
+  std::vector<std::unordered_map<std::string, bool>> selected_;
+  // This interval's raw deltas, folded at EndInterval.
+  std::map<std::vector<std::string>, std::vector<uint64_t>> pending_;
+  std::map<std::vector<std::string>, std::vector<uint64_t>> series_;
+  std::map<std::vector<std::string>, uint64_t> last_update_;
+};
+
+}  // namespace kpath

@@ -1,0 +1,106 @@
+#include "probes/collect/keyed_counter_maps.h"
+
+#include <bpf/bpf.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "fmt/format.h"
+
+namespace kpath {
+
+namespace {
+absl::Status Errno(std::string_view what, int err) {
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      fmt::format("{}: {}", what, std::strerror(err)));
+}
+}  // namespace
+
+absl::StatusOr<KeyedCounterMaps> KeyedCounterMaps::Find(bpf_object* obj,
+                                                        const std::string& prefix) {
+  KeyedCounterMaps m;
+  auto find = [&](const std::string& name) -> bpf_map* {
+    return bpf_object__find_map_by_name(obj, name.c_str());
+  };
+  bpf_map* b0 = find(prefix + "_0");
+  bpf_map* b1 = find(prefix + "_1");
+  bpf_map* active = find(prefix + "_active");
+  bpf_map* overflow = find(prefix + "_overflow");
+  if (!b0 || !b1 || !active || !overflow) {
+    return absl::NotFoundError(fmt::format("keyed counter maps {}_* not in the object", prefix));
+  }
+  if (bpf_map__value_size(b0) % sizeof(uint64_t) != 0) {
+    return absl::InvalidArgumentError(fmt::format("{}: value is not whole __u64 fields", prefix));
+  }
+  m.buffer_fd_[0] = bpf_map__fd(b0);
+  m.buffer_fd_[1] = bpf_map__fd(b1);
+  m.active_fd_ = bpf_map__fd(active);
+  m.overflow_fd_ = bpf_map__fd(overflow);
+  m.key_size_ = bpf_map__key_size(b0);
+  m.value_words_ = bpf_map__value_size(b0) / sizeof(uint64_t);
+  m.capacity_ = bpf_map__max_entries(b0);
+  if (m.buffer_fd_[0] < 0 || m.active_fd_ < 0) {
+    return absl::FailedPreconditionError(fmt::format("{}: maps not loaded", prefix));
+  }
+  return m;
+}
+
+absl::Status KeyedCounterMaps::Drain(const Visitor& visit, std::chrono::microseconds grace) {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) return Errno("libbpf_num_possible_cpus", -ncpus);
+
+  // Flip: programs that start from now on write into the other buffer.
+  uint32_t zero = 0;
+  uint32_t next = active_ ^ 1;
+  if (bpf_map_update_elem(active_fd_, &zero, &next, BPF_ANY) != 0) {
+    return Errno("flip active buffer", errno);
+  }
+  uint32_t drained = active_;  // also the overflow slot's index
+  active_ = next;
+  // Programs already running on the old buffer finish within microseconds (they never sleep).
+  std::this_thread::sleep_for(grace);
+
+  int fd = buffer_fd_[drained];
+  std::vector<uint64_t> per_cpu(value_words_ * static_cast<size_t>(ncpus));
+  std::vector<uint64_t> sums(value_words_);
+  auto sum_cpus = [&] {
+    std::fill(sums.begin(), sums.end(), 0);
+    for (int cpu = 0; cpu < ncpus; ++cpu)
+      for (size_t w = 0; w < value_words_; ++w) sums[w] += per_cpu[cpu * value_words_ + w];
+  };
+
+  // Collect the keys first: deleting while iterating with get_next_key restarts the walk.
+  std::vector<uint8_t> keys;
+  std::vector<uint8_t> key(key_size_), next_key(key_size_);
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, next_key.data()) == 0) {
+    keys.insert(keys.end(), next_key.begin(), next_key.end());
+    key = next_key;
+    prev = key.data();
+  }
+  last_keys_ = key_size_ ? keys.size() / key_size_ : 0;
+  for (size_t off = 0; off < keys.size(); off += key_size_) {
+    const void* k = keys.data() + off;
+    if (bpf_map_lookup_elem(fd, k, per_cpu.data()) != 0) continue;
+    bpf_map_delete_elem(fd, k);
+    sum_cpus();
+    visit(k, sums);
+  }
+
+  // The drained buffer's overflow slot: counts of keys that found that hash full.
+  if (bpf_map_lookup_elem(overflow_fd_, &drained, per_cpu.data()) == 0) {
+    sum_cpus();
+    bool any = false;
+    for (uint64_t v : sums) any |= v != 0;
+    if (any) {
+      std::vector<uint64_t> zeros(per_cpu.size(), 0);
+      bpf_map_update_elem(overflow_fd_, &drained, zeros.data(), BPF_ANY);
+      visit(nullptr, sums);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kpath

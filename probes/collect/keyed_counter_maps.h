@@ -1,0 +1,48 @@
+// User-space side of KPATH_KEYED_COUNTERS (probes/bpf/kpath_bpf.h): flips the active buffer, then
+// drains the one the BPF programs stopped writing to, summing each key's per-CPU values, and
+// empties it. The overflow slot (keys that found the hash full) is drained too and reported with
+// a null key: those counts are exported under "other", never dropped.
+#pragma once
+
+#include <bpf/libbpf.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kpath {
+
+class KeyedCounterMaps {
+ public:
+  // Called once per key: `key` points at key_size bytes (nullptr for the overflow slot), `sums`
+  // holds one total per __u64 field of the value struct, summed over CPUs.
+  using Visitor = std::function<void(const void* key, std::span<const uint64_t> sums)>;
+
+  // `prefix` is the name given to KPATH_KEYED_COUNTERS; the maps are found in `obj`.
+  static absl::StatusOr<KeyedCounterMaps> Find(bpf_object* obj, const std::string& prefix);
+
+  // Flips the buffer, waits `grace` for programs still running on the old one, drains it.
+  absl::Status Drain(const Visitor& visit,
+                     std::chrono::microseconds grace = std::chrono::milliseconds(2));
+
+  // Keys the last drain found (how full the hash got in one interval).
+  size_t last_keys() const { return last_keys_; }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  int active_fd_ = -1;
+  int buffer_fd_[2] = {-1, -1};
+  int overflow_fd_ = -1;
+  size_t key_size_ = 0;
+  size_t value_words_ = 0;
+  size_t capacity_ = 0;
+  uint32_t active_ = 0;
+  size_t last_keys_ = 0;
+};
+
+}  // namespace kpath
