@@ -85,7 +85,25 @@ MetricFamilies CollectorSet::CollectAll() {
     }
   }
   AppendHealth(out);
-  return out;
+  return MergeFamiliesByName(std::move(out));
+}
+
+MetricFamilies MergeFamiliesByName(MetricFamilies families) {
+  // Families shared by several collectors (kpath_events_lost_total, ...) must appear once in the
+  // exposition: a second HELP/TYPE for a name makes the whole scrape invalid.
+  MetricFamilies merged;
+  std::map<std::string, size_t> index;
+  for (auto& f : families) {
+    auto [it, inserted] = index.emplace(f.name, merged.size());
+    if (inserted) {
+      merged.push_back(std::move(f));
+    } else {
+      auto& into = merged[it->second].metric;
+      into.insert(into.end(), std::make_move_iterator(f.metric.begin()),
+                  std::make_move_iterator(f.metric.end()));
+    }
+  }
+  return merged;
 }
 
 void CollectorSet::AppendHealth(MetricFamilies& out) const {
@@ -167,6 +185,10 @@ std::string CollectorSet::StatusLine() const {
                                 fmt::join(failing, ", ")));
   }
   return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+void CollectorSet::SetLabelLimits(const LabelLimits& limits) {
+  for (auto& c : collectors_) c->SetLabelLimits(limits);
 }
 
 void CollectorSet::StopAll() {

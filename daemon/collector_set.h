@@ -32,6 +32,8 @@ class CollectorSet {
   // One collection of everything: the families to publish.
   MetricFamilies CollectAll();
   void StopAll();
+  // Applies reloaded label limits to every collector.
+  void SetLabelLimits(const LabelLimits& limits);
 
   // "1/1 probes attached; Percpu 1.8 GiB +340 KiB/s; collector meminfo failing"
   std::string StatusLine() const;
@@ -55,5 +57,8 @@ class CollectorSet {
   HostPaths paths_;
   bool stopped_ = false;
 };
+
+// Joins families of the same name (from different collectors) into one, first HELP wins.
+MetricFamilies MergeFamiliesByName(MetricFamilies families);
 
 }  // namespace kpath

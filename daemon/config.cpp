@@ -145,7 +145,7 @@ class ConfigParser {
     }
     absl::Status status = ForEachKey(
         root, "",
-        {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "labels", "bpf",
+        {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "percpu", "labels", "bpf",
          "probes"},
         [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
           return ParseSetting(key, key_node, value, config);
@@ -166,6 +166,7 @@ class ConfigParser {
     }
     if (key == "paths") return ParsePaths(key_node, value, config);
     if (key == "meminfo") return ParseMeminfo(key_node, value, config);
+    if (key == "percpu") return ParsePercpu(key_node, value, config);
     if (key == "labels") return ParseLabels(key_node, value, config.labels);
     if (key == "bpf") return ParseBpf(key_node, value, config);
     return ParseProbes(key_node, value, config);
@@ -340,6 +341,22 @@ class ConfigParser {
                         return ParseDuration(child_key, child, KeyPath("meminfo", key),
                                              absl::Nanoseconds(1), kMaxGrowthWindow,
                                              config.percpu_growth_window);
+                      });
+  }
+
+  absl::Status ParsePercpu(const YAML::Node& key_node, const YAML::Node& value,
+                           Config& config) const {
+    if (absl::Status status = CheckSection(key_node, value, "percpu"); !status.ok()) {
+      return status;
+    }
+    return ForEachKey(value, "percpu", {"max_tracked_allocations"},
+                      [&](const std::string& key, const YAML::Node& child_key,
+                          const YAML::Node& child) -> absl::Status {
+                        int max = 0;
+                        absl::Status status = ParseInt(child_key, child, KeyPath("percpu", key),
+                                                       1024, 4 << 20, max);
+                        config.percpu_max_tracked_allocations = static_cast<uint32_t>(max);
+                        return status;
                       });
   }
 

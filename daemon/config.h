@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "probes/collect/label_limits.h"
 #include "probes/kernel/mechanism.h"
 
 namespace kpath {
@@ -20,13 +21,6 @@ struct ProbeConfig {
   bool operator==(const ProbeConfig&) const = default;
 };
 
-struct LabelLimits {
-  // Per-label top-N; everything past it is folded into the value "other".
-  int comm = 20;
-  int caller = 20;
-  int unit = 30;
-  bool operator==(const LabelLimits&) const = default;
-};
 
 struct Config {
   // host:port for /metrics. 9477: outside node_exporter's 9100 (see README, "Port").
@@ -36,6 +30,8 @@ struct Config {
   std::string procfs_root = "/proc";
   std::string sysfs_root = "/sys";
   absl::Duration percpu_growth_window = absl::Seconds(60);
+  // Live percpu allocations remembered until their free (for outstanding bytes by caller).
+  uint32_t percpu_max_tracked_allocations = 65536;
   LabelLimits labels;
   bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
   std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults

@@ -127,7 +127,10 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
   // Percpu allocations (seed 000).
   if (want_probe(PercpuAllocProbe::kName)) {
     collectors.push_back(std::make_unique<PercpuAllocProbe>(
-        *kernel_, config_.Probe(PercpuAllocProbe::kName).mechanisms));
+        *kernel_, paths,
+        PercpuProbeOptions{.allowed = config_.Probe(PercpuAllocProbe::kName).mechanisms,
+                           .labels = config_.labels,
+                           .max_tracked_allocations = config_.percpu_max_tracked_allocations}));
   }
 
   return std::make_unique<CollectorSet>(std::move(collectors), BuildInfo::Current(), paths);
@@ -246,6 +249,7 @@ void Daemon::SamplerLoop() {
       interval = ToChrono(reload->sampling_interval);
       next_sample = now + interval;
       meminfo_->SetGrowthWindow(reload->percpu_growth_window);
+      collectors_->SetLabelLimits(reload->labels);
       notifier_.ReloadDone(collectors_->StatusLine());
     }
     if (now >= next_sample) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "probes/collect/label_limits.h"
 #include "probes/collect/metric_families.h"
 #include "probes/kernel/mechanism.h"
 
@@ -49,6 +50,9 @@ class Collector {
   // BPF probes report what they attached (empty for /proc samplers).
   virtual std::vector<ProbeState> Probes() const { return {}; }
   virtual std::vector<OwnBpfProgram> Programs() const { return {}; }
+
+  // New label limits from a configuration reload; collectors with folded labels apply them.
+  virtual void SetLabelLimits(const LabelLimits&) {}
 
   // A short fragment for the systemd STATUS= line ("Percpu 1.8 GiB +340 KiB/s"); empty for none.
   virtual std::string StatusFragment() const { return {}; }

@@ -3,12 +3,16 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
 #include "fmt/format.h"
 #include "percpu.skel.h"
+#include "probes/collect/human_units.h"
 #include "probes/percpu/percpu.h"
+#include "spdlog/spdlog.h"
 
 namespace kpath {
 
@@ -25,26 +29,74 @@ absl::Status LibbpfError(std::string_view step, int err) {
                       fmt::format("{}: {} (errno {})", step, std::strerror(err), err));
 }
 
-std::string TracepointName() {
-  return fmt::format("{}:{}", PercpuAllocProbe::kCategory, PercpuAllocProbe::kEvent);
+std::string TracepointName(std::string_view event) {
+  return fmt::format("{}:{}", PercpuAllocProbe::kCategory, event);
 }
+
+std::string CommString(const char* comm, size_t size) {
+  return std::string(comm, strnlen(comm, size));
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
 }  // namespace
+
+bool IsPercpuPlumbingFrame(std::string_view fn) {
+  // The allocator and its wrappers.
+  static constexpr std::array kAllocator = {
+      "pcpu_", "__pcpu_", "__alloc_percpu", "__alloc_reserved_percpu", "alloc_percpu",
+  };
+  // Tracing plumbing between the event and the BPF program.
+  static constexpr std::array kTracing = {
+      "bpf_",        "__bpf_",       "___bpf_", "trace_",       "__traceiter_",
+      "perf_trace_", "perf_",        "kprobe_", "__kprobes",    "kretprobe_",
+      "ftrace_",     "arch_ftrace_", "fentry_", "__probestub_", "rethook_",
+  };
+  for (std::string_view p : kAllocator)
+    if (StartsWith(fn, p)) return true;
+  for (std::string_view p : kTracing)
+    if (StartsWith(fn, p)) return true;
+  return fn == "unknown";
+}
+
+std::string PercpuCallerName(std::span<const unsigned long long> frames,
+                             KernelSymbolizer& symbols) {
+  for (unsigned long long address : frames) {
+    if (address == 0) break;
+    const std::string& fn = symbols.Symbolize(address);
+    if (!IsPercpuPlumbingFrame(fn)) return fn;
+  }
+  return "unknown";
+}
 
 void PercpuAllocProbe::SkeletonDeleter::operator()(percpu_bpf* skel) const {
   percpu_bpf__destroy(skel);
 }
 void PercpuAllocProbe::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
-PercpuAllocProbe::PercpuAllocProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed)
-    : kernel_(kernel), allowed_(std::move(allowed)) {}
+PercpuAllocProbe::PercpuAllocProbe(KernelFeatures& kernel, HostPaths paths,
+                                   PercpuProbeOptions options)
+    : kernel_(kernel),
+      paths_(paths),
+      options_(std::move(options)),
+      symbols_(paths),
+      allocs_(
+          {"comm", "caller"},
+          {static_cast<size_t>(options_.labels.comm), static_cast<size_t>(options_.labels.caller)},
+          2),
+      events_(PERCPU_EVENT_MAX, 0) {}
 
 PercpuAllocProbe::~PercpuAllocProbe() { Detach(); }
 
+void PercpuAllocProbe::SetLabelLimits(const LabelLimits& limits) {
+  options_.labels = limits;
+  allocs_.SetTopN({static_cast<size_t>(limits.comm), static_cast<size_t>(limits.caller)});
+}
+
 std::vector<AttachPlan> PercpuAllocProbe::Plans() const {
   std::vector<AttachPlan> plans = {
-      {Mechanism::kTpBtf, TracepointName()},
-      {Mechanism::kRawTp, TracepointName()},
-      {Mechanism::kTracepoint, TracepointName()},
+      {Mechanism::kTpBtf, TracepointName(kEvent)},
+      {Mechanism::kRawTp, TracepointName(kEvent)},
+      {Mechanism::kTracepoint, TracepointName(kEvent)},
   };
   for (Mechanism m : {Mechanism::kFentry, Mechanism::kKprobe}) {
     for (std::string_view fn : kAllocatorFunctions) plans.push_back({m, std::string(fn)});
@@ -55,7 +107,7 @@ std::vector<AttachPlan> PercpuAllocProbe::Plans() const {
 PercpuAllocProbe::Layout PercpuAllocProbe::TracepointLayout(KernelFeatures& kernel) {
   if (std::optional<int> args = kernel.BtfTracepointArgs(kEvent)) {
     if (*args >= 9) return Layout::kWithBytesAlloc;
-    if (*args >= 3) return Layout::kLegacy;
+    if (*args >= 7) return Layout::kLegacy;
     return Layout::kUnknown;
   }
   absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
@@ -67,19 +119,23 @@ absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan, KernelFeatures&
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
       if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      if (!kernel.BtfTracepointArgs(kEvent))
-        return absl::NotFoundError("tracepoint not in BTF (btf_trace_percpu_alloc_percpu)");
+      if (!kernel.BtfTracepointArgs(kEvent) || !kernel.BtfTracepointArgs(kFreeEvent))
+        return absl::NotFoundError("percpu tracepoints not in BTF");
       return absl::OkStatus();
     case Mechanism::kRawTp:
-      if (!kernel.TracepointExists(kCategory, kEvent))
-        return absl::NotFoundError("kernel has no such tracepoint");
+      if (!kernel.TracepointExists(kCategory, kEvent) ||
+          !kernel.TracepointExists(kCategory, kFreeEvent))
+        return absl::NotFoundError("kernel has no percpu tracepoints");
       if (TracepointLayout(kernel) == Layout::kUnknown)
         return absl::UnavailableError("argument layout unknown (no BTF and no tracefs format)");
       return absl::OkStatus();
     case Mechanism::kTracepoint: {
       absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
-      if (!format->Find("size")) return absl::NotFoundError("format has no size field");
+      absl::StatusOr<TracepointFormat> free_format = kernel.Tracepoint(kCategory, kFreeEvent);
+      if (!free_format.ok()) return free_format.status();
+      if (!format->Find("size") || !format->Find("ptr") || !free_format->Find("ptr"))
+        return absl::NotFoundError("format lacks the size or ptr field");
       return absl::OkStatus();
     }
     case Mechanism::kFentry:
@@ -102,111 +158,229 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
   std::unique_ptr<percpu_bpf, SkeletonDeleter> skel(percpu_bpf__open());
   if (!skel) return LibbpfError("open", errno);
 
-  Layout layout = Layout::kUnknown;
+  bool legacy = false;
   if (plan.mechanism == Mechanism::kTpBtf || plan.mechanism == Mechanism::kRawTp) {
-    layout = TracepointLayout(kernel);
+    legacy = TracepointLayout(kernel) == Layout::kLegacy;
   }
-  bpf_program* chosen = nullptr;
+  bpf_program* alloc = nullptr;
+  bpf_program* free = nullptr;  // entry probes see no pointer: frees are not matched
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
-      chosen = layout == Layout::kLegacy ? skel->progs.percpu_alloc_tp_btf_legacy
-                                         : skel->progs.percpu_alloc_tp_btf;
+      alloc = legacy ? skel->progs.percpu_alloc_tp_btf_legacy : skel->progs.percpu_alloc_tp_btf;
+      free = skel->progs.percpu_free_tp_btf;
       break;
     case Mechanism::kRawTp:
-      chosen = layout == Layout::kLegacy ? skel->progs.percpu_alloc_raw_tp_legacy
-                                         : skel->progs.percpu_alloc_raw_tp;
+      alloc = legacy ? skel->progs.percpu_alloc_raw_tp_legacy : skel->progs.percpu_alloc_raw_tp;
+      free = skel->progs.percpu_free_raw_tp;
       break;
     case Mechanism::kTracepoint: {
       absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
+      absl::StatusOr<TracepointFormat> free_format = kernel.Tracepoint(kCategory, kFreeEvent);
+      if (!free_format.ok()) return free_format.status();
       const TracepointField* size = format->Find("size");
-      if (!size) return absl::NotFoundError("format has no size field");
+      const TracepointField* ptr = format->Find("ptr");
+      const TracepointField* free_ptr = free_format->Find("ptr");
+      if (!size || !ptr || !free_ptr) return absl::NotFoundError("format lacks size or ptr");
       skel->rodata->tp_size_offset = size->offset;
       skel->rodata->tp_size_size = size->size;
+      skel->rodata->tp_ptr_offset = ptr->offset;
+      skel->rodata->tp_free_ptr_offset = free_ptr->offset;
       if (const TracepointField* bytes = format->Find("bytes_alloc")) {
         skel->rodata->tp_bytes_alloc_offset = bytes->offset;
         skel->rodata->tp_bytes_alloc_size = bytes->size;
       }
-      chosen = skel->progs.percpu_alloc_tracepoint;
+      if (const TracepointField* call_site = format->Find("call_site")) {
+        skel->rodata->tp_call_site_offset = call_site->offset;
+      }
+      alloc = skel->progs.percpu_alloc_tracepoint;
+      free = skel->progs.percpu_free_tracepoint;
       break;
     }
     case Mechanism::kFentry: {
-      chosen = skel->progs.percpu_alloc_fentry;
-      int err = bpf_program__set_attach_target(chosen, 0, plan.target.c_str());
+      alloc = skel->progs.percpu_alloc_fentry;
+      int err = bpf_program__set_attach_target(alloc, 0, plan.target.c_str());
       if (err) return LibbpfError("set fentry target", err);
       break;
     }
     case Mechanism::kKprobe:
-      chosen = skel->progs.percpu_alloc_kprobe;
+      alloc = skel->progs.percpu_alloc_kprobe;
       break;
     default:
       return absl::UnimplementedError("mechanism not offered by this probe");
   }
 
   bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel->obj) { bpf_program__set_autoload(prog, prog == chosen); }
+  bpf_object__for_each_program(prog, skel->obj) {
+    bpf_program__set_autoload(prog, prog == alloc || prog == free);
+  }
   skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel.PossibleCpus());
+  if (int err = bpf_map__set_max_entries(skel->maps.live_allocs,
+                                         std::max<uint32_t>(options_.max_tracked_allocations, 1));
+      err) {
+    return LibbpfError("size live_allocs", err);
+  }
 
   if (int err = percpu_bpf__load(skel.get()); err) return LibbpfError("load", err);
 
-  bpf_link* link = nullptr;
-  if (plan.mechanism == Mechanism::kKprobe) {
-    std::optional<std::string> symbol = kernel.KernelFunction(plan.target);
-    if (!symbol) return absl::NotFoundError("function not in kallsyms");
-    link = bpf_program__attach_kprobe(chosen, /*retprobe=*/false, symbol->c_str());
-  } else {
-    link = bpf_program__attach(chosen);
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links;
+  // The free program first: an allocation is never tracked without its free being watched.
+  for (bpf_program* p : {free, alloc}) {
+    if (!p) continue;
+    bpf_link* link = nullptr;
+    if (p == alloc && plan.mechanism == Mechanism::kKprobe) {
+      std::optional<std::string> symbol = kernel.KernelFunction(plan.target);
+      if (!symbol) return absl::NotFoundError("function not in kallsyms");
+      link = bpf_program__attach_kprobe(p, /*retprobe=*/false, symbol->c_str());
+    } else {
+      link = bpf_program__attach(p);
+    }
+    if (!link) return LibbpfError(fmt::format("attach {}", bpf_program__name(p)), errno);
+    links.emplace_back(link);
   }
-  if (!link) return LibbpfError("attach", errno);
 
-  link_.reset(link);
-  program_name_ = bpf_program__name(chosen);
-  program_fd_ = bpf_program__fd(chosen);
-  totals_map_fd_ = bpf_map__fd(skel->maps.alloc_totals);
+  absl::StatusOr<KeyedCounterMaps> alloc_maps = KeyedCounterMaps::Find(skel->obj, "alloc_counts");
+  if (!alloc_maps.ok()) return alloc_maps.status();
+  absl::StatusOr<KeyedCounterMaps> balance_maps =
+      KeyedCounterMaps::Find(skel->obj, "caller_balance");
+  if (!balance_maps.ok()) return balance_maps.status();
+
+  programs_.clear();
+  for (bpf_program* p : {alloc, free}) {
+    if (p) programs_.push_back({std::string(kName), bpf_program__name(p), bpf_program__fd(p)});
+  }
+  tracks_frees_ = free != nullptr;
+  alloc_maps_ = *std::move(alloc_maps);
+  balance_maps_ = *std::move(balance_maps);
+  links_ = std::move(links);
   skel_ = std::move(skel);
   return absl::OkStatus();
 }
 
 void PercpuAllocProbe::Detach() {
-  link_.reset();
+  links_.clear();
   skel_.reset();
-  program_fd_ = -1;
-  totals_map_fd_ = -1;
+  programs_.clear();
+  alloc_maps_.reset();
+  balance_maps_.reset();
 }
 
 absl::Status PercpuAllocProbe::Start() {
-  state_ = AttachFirstSupported(*this, kernel_, allowed_);
+  if (absl::Status s = symbols_.Refresh(); !s.ok()) {
+    spdlog::warn("probe {}: callers will be \"unknown\": {}", kName, std::string(s.message()));
+  }
+  state_ = AttachFirstSupported(*this, kernel_, options_.allowed);
   if (state_.mechanism == Mechanism::kNone) {
     return absl::UnavailableError(fmt::format("not attached: {}", state_.detail));
+  }
+  if (!tracks_frees_) {
+    spdlog::info(
+        "probe {}: {} sees allocations at entry, without their pointer: "
+        "kpath_percpu_outstanding_bytes is not exported",
+        kName, MechanismName(state_.mechanism));
   }
   return absl::OkStatus();
 }
 
-std::vector<OwnBpfProgram> PercpuAllocProbe::Programs() const {
-  if (program_fd_ < 0) return {};
-  return {OwnBpfProgram{std::string(kName), program_name_, program_fd_}};
+std::vector<OwnBpfProgram> PercpuAllocProbe::Programs() const { return programs_; }
+
+absl::Status PercpuAllocProbe::DrainCounters() {
+  // Allocations by (comm, caller); the interval's biggest consumer feeds the STATUS line.
+  std::string top_key;
+  uint64_t top_bytes = 0;
+  absl::Status s = alloc_maps_->Drain([&](const void* key, std::span<const uint64_t> sums) {
+    if (!key) {
+      allocs_.AddOther(sums);
+      return;
+    }
+    const auto* k = static_cast<const percpu_alloc_key*>(key);
+    std::string comm = CommString(k->comm, sizeof(k->comm));
+    std::string caller = PercpuCallerName(k->caller.frames, symbols_);
+    if (sums[1] > top_bytes) {
+      top_bytes = sums[1];
+      top_key = fmt::format("{}/{}", comm, caller);
+    }
+    allocs_.Add({std::move(comm), std::move(caller)}, sums);
+  });
+  if (!s.ok()) return s;
+  allocs_.EndInterval();
+
+  absl::Time now = absl::Now();
+  double seconds =
+      last_collect_ == absl::InfinitePast() ? 0 : absl::ToDoubleSeconds(now - last_collect_);
+  last_collect_ = now;
+  status_ = top_bytes > 0 && seconds > 0
+                ? fmt::format("percpu top {} {}/s", top_key,
+                              FormatBytesIEC(static_cast<double>(top_bytes) / seconds))
+                : std::string();
+
+  if (!tracks_frees_) return absl::OkStatus();
+  return balance_maps_->Drain([&](const void* key, std::span<const uint64_t> sums) {
+    std::string caller =
+        key ? PercpuCallerName(static_cast<const percpu_caller*>(key)->frames, symbols_)
+            : std::string(FoldedCounters::kOther);
+    outstanding_[caller] += static_cast<int64_t>(sums[0]) - static_cast<int64_t>(sums[1]);
+  });
 }
 
 absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
-  if (totals_map_fd_ < 0) return absl::FailedPreconditionError("probe not attached");
+  if (!skel_) return absl::FailedPreconditionError("probe not attached");
+  if (absl::Status s = symbols_.Refresh(); !s.ok()) {
+    spdlog::debug("probe {}: kallsyms refresh failed: {}", kName, std::string(s.message()));
+  }
+  if (absl::Status s = DrainCounters(); !s.ok()) return s;
+
+  // Event counters are cumulative in the kernel: sum the CPUs.
   int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
-  std::vector<percpu_alloc_totals> per_cpu(static_cast<size_t>(ncpus));
-  __u32 key = 0;
-  if (bpf_map_lookup_elem(totals_map_fd_, &key, per_cpu.data()) != 0) {
-    return LibbpfError("read alloc_totals map", errno);
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(std::max(ncpus, 1)));
+  for (uint32_t e = 0; e < PERCPU_EVENT_MAX; ++e) {
+    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.events), &e, per_cpu.data()) != 0) continue;
+    uint64_t sum = 0;
+    for (uint64_t v : per_cpu) sum += v;
+    events_[e] = sum;
   }
-  percpu_alloc_totals sum{};
-  for (const auto& c : per_cpu) {
-    sum.allocs += c.allocs;
-    sum.bytes += c.bytes;
+
+  auto allocs = Counter("kpath_percpu_allocs_total",
+                        "Percpu allocations since kpathd attached, by process and kernel caller.");
+  allocs_.AppendTo(allocs, 0);
+  allocs.AppendTo(out);
+  auto bytes = Counter("kpath_percpu_alloc_bytes_total",
+                       "Bytes of percpu memory allocated (summed over all CPUs) since kpathd "
+                       "attached, by process and kernel caller.");
+  allocs_.AppendTo(bytes, 1);
+  bytes.AppendTo(out);
+
+  if (tracks_frees_) {
+    // The callers holding the most, the rest folded into "other".
+    std::vector<std::pair<int64_t, std::string>> ranked;
+    for (const auto& [caller, held] : outstanding_) ranked.emplace_back(held, caller);
+    std::sort(ranked.begin(), ranked.end(), std::greater<>());
+    auto outstanding = Gauge("kpath_percpu_outstanding_bytes",
+                             "Percpu bytes kpathd saw allocated and not yet freed, by caller.");
+    int64_t other = 0;
+    size_t limit = static_cast<size_t>(std::max(options_.labels.caller, 1));
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      if (i < limit && ranked[i].second != FoldedCounters::kOther) {
+        outstanding.Add({{"caller", ranked[i].second}}, static_cast<double>(ranked[i].first));
+      } else {
+        other += ranked[i].first;
+      }
+    }
+    if (other != 0 || ranked.size() > limit) {
+      outstanding.Add({{"caller", FoldedCounters::kOther}}, static_cast<double>(other));
+    }
+    outstanding.AppendTo(out);
   }
-  Counter("kpath_percpu_allocs_total", "Percpu allocations seen since kpathd attached its probe.")
-      .Add(static_cast<double>(sum.allocs))
+
+  Counter("kpath_events_lost_total",
+          "Events not counted: here, percpu allocations not tracked to their free because the "
+          "tracking map was full (probes.percpu_alloc max_tracked_allocations).")
+      .Add({{"probe", std::string(kName)}, {"reason", "tracking_map_full"}},
+           static_cast<double>(events_[PERCPU_EVENT_LIVE_MAP_FULL]))
       .AppendTo(out);
-  Counter("kpath_percpu_alloc_bytes_total",
-          "Bytes of percpu memory allocated (summed over all CPUs) since kpathd attached.")
-      .Add(static_cast<double>(sum.bytes))
+  Counter("kpath_percpu_untracked_frees_total",
+          "Percpu frees of memory kpathd did not see allocated (allocated before it started).")
+      .Add(static_cast<double>(events_[PERCPU_EVENT_UNTRACKED_FREE]))
       .AppendTo(out);
   return absl::OkStatus();
 }

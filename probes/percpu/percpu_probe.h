@@ -1,27 +1,51 @@
-// Percpu allocations (seed 000): every allocation of per-CPU memory, counted in the kernel.
+// Percpu allocations (seed 000): who allocates per-CPU memory (process and kernel caller), and
+// what the daemon saw allocated and not yet freed, by caller. The latter tells a leak (dying
+// memcgs holding their per-CPU statistics) from mere churn.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "probes/collect/collector.h"
+#include "probes/collect/folded_counters.h"
+#include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/probe_attacher.h"
 #include "probes/kernel/kernel_features.h"
+#include "probes/kernel/kernel_symbolizer.h"
 
 struct percpu_bpf;
 struct bpf_link;
+struct percpu_caller;
 
 namespace kpath {
+
+// True for frames that are not the allocation's real caller: the percpu allocator itself and
+// the tracing plumbing between the tracepoint and the program (bpf_trace_run*, __bpf_trace_*,
+// perf_trace_*, kprobe and ftrace trampolines).
+bool IsPercpuPlumbingFrame(std::string_view function);
+
+// The caller of a percpu allocation: the first frame that is not plumbing, "unknown" if none.
+// (Frames are __u64, which is unsigned long long, as the BPF side writes them.)
+std::string PercpuCallerName(std::span<const unsigned long long> frames, KernelSymbolizer& symbols);
+
+struct PercpuProbeOptions {
+  std::vector<Mechanism> allowed;  // empty: all, in the probe's order
+  LabelLimits labels;
+  uint32_t max_tracked_allocations = 65536;  // live_allocs map size
+};
 
 class PercpuAllocProbe final : public Collector, public AttachableProbe {
  public:
   static constexpr std::string_view kName = "percpu_alloc";
   static constexpr std::string_view kCategory = "percpu";
   static constexpr std::string_view kEvent = "percpu_alloc_percpu";
+  static constexpr std::string_view kFreeEvent = "percpu_free_percpu";
 
-  // `allowed`: restrict to these mechanisms (empty: all, in the probe's order).
-  PercpuAllocProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed);
+  PercpuAllocProbe(KernelFeatures& kernel, HostPaths paths, PercpuProbeOptions options);
   ~PercpuAllocProbe() override;
 
   // Collector
@@ -31,6 +55,8 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   void Stop() override { Detach(); }
   std::vector<ProbeState> Probes() const override { return {state_}; }
   std::vector<OwnBpfProgram> Programs() const override;
+  void SetLabelLimits(const LabelLimits& limits) override;
+  std::string StatusFragment() const override { return status_; }
 
   // AttachableProbe
   std::string_view ProbeName() const override { return kName; }
@@ -43,6 +69,7 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   // Which argument layout the tracepoint has (see percpu.bpf.c).
   enum class Layout { kUnknown, kWithBytesAlloc, kLegacy };
   Layout TracepointLayout(KernelFeatures& kernel);
+  absl::Status DrainCounters();
 
   struct SkeletonDeleter {
     void operator()(percpu_bpf* skel) const;
@@ -52,13 +79,22 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   };
 
   KernelFeatures& kernel_;
-  std::vector<Mechanism> allowed_;
+  HostPaths paths_;
+  PercpuProbeOptions options_;
   ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
   std::unique_ptr<percpu_bpf, SkeletonDeleter> skel_;
-  std::unique_ptr<bpf_link, LinkDeleter> link_;
-  std::string program_name_;
-  int program_fd_ = -1;
-  int totals_map_fd_ = -1;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links_;
+  std::vector<OwnBpfProgram> programs_;
+  bool tracks_frees_ = false;
+  std::optional<KeyedCounterMaps> alloc_maps_;
+  std::optional<KeyedCounterMaps> balance_maps_;
+
+  KernelSymbolizer symbols_;
+  FoldedCounters allocs_;                       // {comm, caller} -> {allocs, bytes}
+  std::map<std::string, int64_t> outstanding_;  // caller -> bytes allocated and not freed
+  std::vector<uint64_t> events_;                // enum percpu_event, cumulative
+  absl::Time last_collect_ = absl::InfinitePast();
+  std::string status_;
 };
 
 }  // namespace kpath

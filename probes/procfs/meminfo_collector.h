@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "probes/collect/collector.h"
+#include "probes/collect/human_units.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/procfs/growth_rate.h"
 
@@ -43,9 +44,5 @@ class MeminfoCollector final : public Collector {
   bool warned_no_percpu_ = false;
 };
 
-// Human-readable bytes with binary prefixes and at most one decimal, a trailing ".0" dropped:
-// 512 -> "512 B", 1536 -> "1.5 KiB", 348160 -> "340 KiB", 1.9e9 -> "1.8 GiB", -2048 -> "-2 KiB".
-// (Lives here until a second user needs it.)
-std::string FormatBytesIEC(double bytes);
 
 }  // namespace kpath

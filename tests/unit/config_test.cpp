@@ -120,6 +120,8 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "paths.sysfs",
                                           "meminfo",
                                           "meminfo.percpu_growth_window",
+                                          "percpu",
+                                          "percpu.max_tracked_allocations",
                                           "labels",
                                           "labels.comm",
                                           "labels.caller",
@@ -195,7 +197,7 @@ probes:
 TEST_CASE("an unknown top-level key is an error naming file, line and key") {
   CHECK(ErrorOf("log_level: info\nsampling_interval: 5s\nno_such_key: 1\n") ==
         "kpathd.yaml:3: unknown key \"no_such_key\" (valid: listen_address, log_level, "
-        "sampling_interval, paths, meminfo, labels, bpf, probes)");
+        "sampling_interval, paths, meminfo, percpu, labels, bpf, probes)");
 }
 
 TEST_CASE("an unknown nested key is an error naming its section and the valid keys") {

@@ -237,8 +237,12 @@ bool KpathdProcess::WaitUntilServing(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (!Running()) return false;
+    // The port is bound before the probes attach; the first snapshot (with kpath_build_info)
+    // is published once they are, as READY=1 is.
     auto r = HttpGet(port_, "/metrics", 2s);
-    if (r && r->status == 200) return true;
+    if (r && r->status == 200 && r->body.find("kpath_build_info") != std::string::npos) {
+      return true;
+    }
     std::this_thread::sleep_for(50ms);
   }
   return false;
@@ -273,6 +277,21 @@ std::optional<double> MetricValue(const std::string& exposition, const std::stri
     return std::strtod(line.c_str() + space + 1, nullptr);
   }
   return std::nullopt;
+}
+
+double SumMetric(const std::string& exposition, const std::string& name,
+                 const std::map<std::string, std::string>& labels) {
+  std::istringstream in(exposition);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.compare(0, name.size(), name) != 0) continue;
+    char next = line.size() > name.size() ? line[name.size()] : '\0';
+    if (next != '{' && next != ' ') continue;
+    bool match = true;
+    for (const auto& [k, v] : labels) match &= line.find(k + "=\"" + v + "\"") != std::string::npos;
+    if (match) sum += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+  }
+  return sum;
 }
 
 CommandResult RunCommand(const std::string& command, const std::string& stdin_text) {

@@ -61,7 +61,7 @@ class KpathdProcess {
   int port() const { return port_; }
   const std::filesystem::path& config_path() const { return config_path_; }
 
-  // Polls /metrics until it answers 200 (true) or the process dies / timeout (false).
+  // Polls /metrics until it serves the first snapshot (true), or the process dies / timeout.
   bool WaitUntilServing(std::chrono::milliseconds timeout = std::chrono::seconds(20));
   std::optional<std::string> Scrape();
   void Signal(int sig);
@@ -88,6 +88,9 @@ std::string KpathdBinary();
 // (exposition text format); nullopt if absent.
 std::optional<double> MetricValue(const std::string& exposition, const std::string& name,
                                   const std::map<std::string, std::string>& labels = {});
+// Sum of every sample of `name` whose labels include all of `labels` (0 if none).
+double SumMetric(const std::string& exposition, const std::string& name,
+                 const std::map<std::string, std::string>& labels = {});
 // Runs a shell command; returns exit status and combined output.
 struct CommandResult {
   int status = -1;

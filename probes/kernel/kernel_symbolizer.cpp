@@ -1,0 +1,39 @@
+#include "probes/kernel/kernel_symbolizer.h"
+
+#include "fmt/format.h"
+
+namespace kpath {
+
+absl::Status KernelSymbolizer::Refresh() {
+  // Without module support the file is absent: the kernel's symbols never change then.
+  absl::StatusOr<std::string> modules = ReadFileToString(paths_.Proc("modules"));
+  std::string current = modules.ok() ? *modules : std::string();
+  if (index_ && current == modules_) return absl::OkStatus();
+  absl::StatusOr<std::string> text = ReadFileToString(paths_.Proc("kallsyms"));
+  if (!text.ok()) return text.status();
+  absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(*text);
+  if (!index.ok()) {
+    return absl::Status(index.status().code(),
+                        fmt::format("{}: {}", paths_.Proc("kallsyms").string(),
+                                    std::string(index.status().message())));
+  }
+  index_ = std::make_shared<const KallsymsIndex>(*std::move(index));
+  modules_ = std::move(current);
+  memo_.clear();
+  ++reloads_;
+  return absl::OkStatus();
+}
+
+const std::string& KernelSymbolizer::Symbolize(uint64_t address) {
+  auto it = memo_.find(address);
+  if (it != memo_.end()) return it->second;
+  std::string name = "unknown";
+  if (index_ && !index_->AddressesHidden() && address != 0) {
+    if (std::optional<std::string> fn = index_->Symbolize(address)) name = *fn;
+  }
+  // Bounded: distinct call sites are few; a runaway (random addresses) resets the memo.
+  if (memo_.size() > 100000) memo_.clear();
+  return memo_.emplace(address, std::move(name)).first->second;
+}
+
+}  // namespace kpath

@@ -1,0 +1,40 @@
+// Kernel addresses to function names through /proc/kallsyms, kept current: the index is re-read
+// when /proc/modules changes (a module brings or takes its symbols), and answers are memoised so
+// a probe symbolises each distinct call site once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/status.h"
+#include "probes/kernel/host_paths.h"
+#include "probes/kernel/kernel_features.h"
+
+namespace kpath {
+
+class KernelSymbolizer {
+ public:
+  explicit KernelSymbolizer(HostPaths paths) : paths_(std::move(paths)) {}
+
+  // Loads kallsyms the first time and again whenever /proc/modules has changed. Cheap otherwise
+  // (one read of /proc/modules). Call it once per collection.
+  absl::Status Refresh();
+
+  // "mem_cgroup_css_alloc" for an address inside it; "unknown" when kallsyms is unreadable, its
+  // addresses are hidden (kptr_restrict) or the address is outside every symbol.
+  const std::string& Symbolize(uint64_t address);
+
+  bool loaded() const { return index_ != nullptr; }
+  size_t reloads() const { return reloads_; }
+
+ private:
+  HostPaths paths_;
+  std::shared_ptr<const KallsymsIndex> index_;
+  std::string modules_;  // /proc/modules as last seen
+  std::unordered_map<uint64_t, std::string> memo_;
+  size_t reloads_ = 0;
+};
+
+}  // namespace kpath
