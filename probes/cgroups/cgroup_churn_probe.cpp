@@ -1,0 +1,245 @@
+#include "probes/cgroups/cgroup_churn_probe.h"
+
+#include "probes/collect/label_values.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "cgroup_churn.skel.h"
+#include "fmt/format.h"
+#include "probes/cgroups/cgroup_churn.h"
+#include "probes/cgroups/systemd_unit.h"
+
+namespace kpath {
+
+namespace {
+
+// Both tracepoints are attached, through the same mechanism.
+std::string PlanTarget() {
+  return fmt::format("{}:{}/{}", CgroupChurnProbe::kCategory, CgroupChurnProbe::kMkdirEvent,
+                     CgroupChurnProbe::kRmdirEvent);
+}
+
+
+// A series exists for each (comm, unit) that made or removed a cgroup; each family shows only
+// the ones that did its kind (a process that only creates has no rmdir series).
+void AppendNonZero(const FoldedCounters& counters, FamilyBuilder& family, size_t field) {
+  for (const auto& [labels, values] : counters.series()) {
+    if (values[field] == 0) continue;
+    family.Add({{"comm", labels[0]}, {"unit", labels[1]}}, static_cast<double>(values[field]));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> CgroupChurnLabels(const cgroup_churn_key& key) {
+  std::string_view comm(key.comm, strnlen(key.comm, sizeof(key.comm)));
+  std::string_view tail(key.path_tail, strnlen(key.path_tail, sizeof(key.path_tail)));
+  return {SanitizeLabelValue(comm),
+          SanitizeLabelValue(SystemdUnitOfPathTail(tail, key.truncated != 0))};
+}
+
+std::string CgroupChurnStatus(std::optional<double> per_second, std::string_view top_unit) {
+  if (!per_second) return {};
+  double rate = std::max(*per_second, 0.0);
+  std::string text = rate < 9.95 ? fmt::format("cgroup churn {:.1f}/s", rate)
+                                 : fmt::format("cgroup churn {:.0f}/s", rate);
+  if (text.ends_with(".0/s")) text.replace(text.size() - 4, 2, "");
+  if (rate > 0 && !top_unit.empty()) text += fmt::format(" (top unit {})", top_unit);
+  return text;
+}
+
+
+CgroupChurnProbe::CgroupChurnProbe(KernelFeatures& kernel, CgroupChurnOptions options, Clock clock)
+    : kernel_(kernel),
+      options_(std::move(options)),
+      clock_(std::move(clock)),
+      churn_({"comm", "unit"},
+             {static_cast<size_t>(options_.labels.comm), static_cast<size_t>(options_.labels.unit)},
+             2),
+      mkdir_rate_(options_.churn_window) {
+  if (!clock_) clock_ = absl::Now;
+}
+
+CgroupChurnProbe::~CgroupChurnProbe() { Detach(); }
+
+void CgroupChurnProbe::SetLabelLimits(const LabelLimits& limits) {
+  options_.labels = limits;
+  churn_.SetTopN({static_cast<size_t>(limits.comm), static_cast<size_t>(limits.unit)});
+}
+
+std::vector<AttachPlan> CgroupChurnProbe::Plans() const {
+  // fentry/kprobe on cgroup_mkdir()/cgroup_rmdir() are not offered: every kernel that has them
+  // (fentry 5.5+, any kprobe-enabled kernel kpathd serves) has these tracepoints (4.19+ with the
+  // path argument), and those functions see only a kernfs node, whose layout changed in 6.15.
+  return {
+      {Mechanism::kTpBtf, PlanTarget()},
+      {Mechanism::kRawTp, PlanTarget()},
+      {Mechanism::kTracepoint, PlanTarget()},
+  };
+}
+
+absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+  switch (plan.mechanism) {
+    case Mechanism::kTpBtf:
+      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
+        std::optional<int> args = kernel.BtfTracepointArgs(event);
+        if (!args) {
+          return absl::NotFoundError(fmt::format("tracepoint not in BTF (btf_trace_{})", event));
+        }
+        if (*args < 2) {
+          return absl::UnavailableError(
+              fmt::format("{} has no path argument (kernel before 4.19)", event));
+        }
+      }
+      return absl::OkStatus();
+    case Mechanism::kRawTp:
+      for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
+        if (!kernel.TracepointExists(kCategory, event))
+          return absl::NotFoundError(fmt::format("kernel has no tracepoint {}", event));
+        // Without BTF the arity is unknown; attaching fails if the path argument is missing.
+        if (std::optional<int> args = kernel.BtfTracepointArgs(event); args && *args < 2) {
+          return absl::UnavailableError(
+              fmt::format("{} has no path argument (kernel before 4.19)", event));
+        }
+      }
+      return absl::OkStatus();
+    case Mechanism::kTracepoint:
+      for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
+        absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, event);
+        if (!format.ok()) return format.status();
+        if (!format->Find("path"))
+          return absl::NotFoundError(fmt::format("{} format has no path field", event));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::UnimplementedError("mechanism not offered by this probe");
+  }
+}
+
+absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+  Detach();
+  OwnedSkeleton<cgroup_churn_bpf> skel(cgroup_churn_bpf__open(), cgroup_churn_bpf__destroy);
+  if (!skel) return LibbpfError("open", errno);
+
+  bpf_program* mkdir_prog = nullptr;
+  bpf_program* rmdir_prog = nullptr;
+  switch (plan.mechanism) {
+    case Mechanism::kTpBtf:
+      mkdir_prog = skel->progs.cgroup_mkdir_tp_btf;
+      rmdir_prog = skel->progs.cgroup_rmdir_tp_btf;
+      break;
+    case Mechanism::kRawTp:
+      mkdir_prog = skel->progs.cgroup_mkdir_raw_tp;
+      rmdir_prog = skel->progs.cgroup_rmdir_raw_tp;
+      break;
+    case Mechanism::kTracepoint: {
+      for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
+        absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, event);
+        if (!format.ok()) return format.status();
+        const TracepointField* path = format->Find("path");
+        if (!path) return absl::NotFoundError(fmt::format("{} format has no path field", event));
+        if (path->type.find("__data_loc") == std::string::npos) {
+          return absl::UnavailableError(
+              fmt::format("{} path field is \"{}\", not a __data_loc string", event, path->type));
+        }
+        (event == kMkdirEvent ? skel->rodata->tp_mkdir_path_offset
+                              : skel->rodata->tp_rmdir_path_offset) = path->offset;
+      }
+      mkdir_prog = skel->progs.cgroup_mkdir_tracepoint;
+      rmdir_prog = skel->progs.cgroup_rmdir_tracepoint;
+      break;
+    }
+    default:
+      return absl::UnimplementedError("mechanism not offered by this probe");
+  }
+
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel->obj) {
+    bpf_program__set_autoload(prog, prog == mkdir_prog || prog == rmdir_prog);
+  }
+  if (int err = cgroup_churn_bpf__load(skel.get()); err) return LibbpfError("load", err);
+
+  std::vector<OwnedLink> links;
+  for (bpf_program* p : {mkdir_prog, rmdir_prog}) {
+    bpf_link* link = bpf_program__attach(p);
+    if (!link) return LibbpfError(fmt::format("attach {}", bpf_program__name(p)), errno);
+    links.emplace_back(link);
+  }
+  absl::StatusOr<KeyedCounterMaps> counts = KeyedCounterMaps::Find(skel->obj, "churn_counts");
+  if (!counts.ok()) return counts.status();
+
+  programs_.clear();
+  for (bpf_program* p : {mkdir_prog, rmdir_prog}) {
+    programs_.push_back(
+        OwnBpfProgram{std::string(kName), bpf_program__name(p), bpf_program__fd(p)});
+  }
+  counts_ = *std::move(counts);
+  links_ = std::move(links);
+  skel_ = std::move(skel);
+  return absl::OkStatus();
+}
+
+void CgroupChurnProbe::Detach() {
+  links_.clear();
+  skel_.reset();
+  counts_.reset();
+  programs_.clear();
+}
+
+absl::Status CgroupChurnProbe::Start() {
+  if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
+  if (!skel_ || !counts_) return absl::FailedPreconditionError("probe not attached");
+  absl::Status drained = counts_->Drain([&](const void* key, std::span<const uint64_t> sums) {
+    if (!key) {
+      // The hash was full this interval: counted, without labels.
+      churn_.AddOther(sums);
+      for (uint64_t n : sums) unlabelled_ += n;
+      return;
+    }
+    churn_.Add(CgroupChurnLabels(*static_cast<const cgroup_churn_key*>(key)), sums);
+  });
+  // A failed drain leaves the counts in the kernel for the next one; the interval still ends.
+  churn_.EndInterval();
+  if (!drained.ok()) return drained;
+
+  mkdir_rate_.Add(clock_(), static_cast<double>(churn_.total(0)));
+  std::optional<double> per_second = mkdir_rate_.PerSecond();
+  status_ = CgroupChurnStatus(per_second, churn_.TopValue(1));
+
+  FamilyBuilder mkdirs = Counter("kpath_cgroup_mkdir_total",
+                                 "cgroups created since kpathd attached, by process and systemd "
+                                 "unit (transient names folded, see README).");
+  AppendNonZero(churn_, mkdirs, 0);
+  mkdirs.AppendTo(out);
+  FamilyBuilder rmdirs = Counter("kpath_cgroup_rmdir_total",
+                                 "cgroups removed since kpathd attached, by process and systemd "
+                                 "unit (transient names folded, see README).");
+  AppendNonZero(churn_, rmdirs, 1);
+  rmdirs.AppendTo(out);
+  if (per_second) {
+    Gauge("kpath_cgroup_churn_per_second",
+          "cgroups created per second: least-squares slope of the cgroup mkdir count over the "
+          "window (meminfo.percpu_growth_window).")
+        .Add(*per_second)
+        .AppendTo(out);
+  }
+  Counter("kpath_cgroup_churn_unlabelled_total",
+          "cgroup mkdirs and rmdirs counted without their process and unit because the "
+          "per-interval key map was full; they are in the comm=\"other\",unit=\"other\" series.")
+      .Add(static_cast<double>(unlabelled_))
+      .AppendTo(out);
+  return absl::OkStatus();
+}
+
+}  // namespace kpath

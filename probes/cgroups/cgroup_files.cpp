@@ -1,0 +1,188 @@
+#include "probes/cgroups/cgroup_files.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "fmt/format.h"
+
+namespace kpath {
+
+namespace {
+
+std::vector<std::string_view> SplitWhitespace(std::string_view line) {
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) words.push_back(line.substr(start, i - start));
+  }
+  return words;
+}
+
+template <typename F>
+void ForEachLine(std::string_view text, F&& f) {
+  size_t number = 0;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    ++number;
+    if (!f(number, line)) return;
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+}
+
+template <typename T>
+bool ParseUnsigned(std::string_view s, T& out) {
+  if (s.empty()) return false;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string DecodeOctalEscapes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      bool octal = true;
+      int value = 0;
+      for (size_t k = 1; k <= 3; ++k) {
+        char c = s[i + k];
+        if (c < '0' || c > '7') {
+          octal = false;
+          break;
+        }
+        value = value * 8 + (c - '0');
+      }
+      if (octal && value < 256) {
+        out += static_cast<char>(value);
+        i += 3;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<CgroupController>> ParseProcCgroups(std::string_view text) {
+  // Column indexes, the classic layout unless a header says otherwise.
+  size_t name_col = 0, hierarchy_col = 1, num_col = 2, enabled_col = 3;
+  std::optional<size_t> hierarchy_at = hierarchy_col, enabled_at = enabled_col;
+  std::vector<CgroupController> out;
+  absl::Status error = absl::OkStatus();
+  ForEachLine(text, [&](size_t number, std::string_view line) {
+    std::vector<std::string_view> words = SplitWhitespace(line);
+    if (words.empty()) return true;
+    if (words[0].starts_with('#')) {
+      words[0].remove_prefix(1);
+      if (words[0].empty()) words.erase(words.begin());
+      auto find = [&](std::string_view column) -> std::optional<size_t> {
+        auto it = std::find(words.begin(), words.end(), column);
+        if (it == words.end()) return std::nullopt;
+        return static_cast<size_t>(it - words.begin());
+      };
+      std::optional<size_t> name = find("subsys_name"), num = find("num_cgroups");
+      if (!name || !num) {
+        error = absl::InvalidArgumentError(fmt::format(
+            "line {}: header without subsys_name and num_cgroups: \"{}\"", number, line));
+        return false;
+      }
+      name_col = *name;
+      num_col = *num;
+      hierarchy_at = find("hierarchy");
+      enabled_at = find("enabled");
+      return true;
+    }
+    CgroupController c;
+    size_t needed = std::max({name_col, num_col, hierarchy_at.value_or(0), enabled_at.value_or(0)});
+    uint32_t enabled = 1;
+    if (words.size() <= needed || !ParseUnsigned(words[num_col], c.num_cgroups) ||
+        (hierarchy_at && !ParseUnsigned(words[*hierarchy_at], c.hierarchy)) ||
+        (enabled_at && !ParseUnsigned(words[*enabled_at], enabled))) {
+      error = absl::InvalidArgumentError(
+          fmt::format("line {}: expected \"<controller> <hierarchy> <num_cgroups> <enabled>\", "
+                      "got \"{}\"",
+                      number, line));
+      return false;
+    }
+    c.name = std::string(words[name_col]);
+    c.enabled = enabled != 0;
+    out.push_back(std::move(c));
+    return true;
+  });
+  if (!error.ok()) return error;
+  if (out.empty()) return absl::InvalidArgumentError("no controller listed");
+  return out;
+}
+
+std::optional<uint64_t> CgroupStat::Get(std::string_view key) const {
+  auto it = values.find(key);
+  if (it == values.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::StatusOr<CgroupStat> ParseCgroupStat(std::string_view text) {
+  CgroupStat stat;
+  absl::Status error = absl::OkStatus();
+  ForEachLine(text, [&](size_t number, std::string_view line) {
+    std::vector<std::string_view> words = SplitWhitespace(line);
+    if (words.empty()) return true;
+    uint64_t value = 0;
+    if (words.size() != 2 || !ParseUnsigned(words[1], value)) {
+      error = absl::InvalidArgumentError(
+          fmt::format("line {}: expected \"<key> <count>\", got \"{}\"", number, line));
+      return false;
+    }
+    stat.values[std::string(words[0])] = value;
+    return true;
+  });
+  if (!error.ok()) return error;
+  if (!stat.Get("nr_descendants")) return absl::InvalidArgumentError("no nr_descendants line");
+  return stat;
+}
+
+bool CgroupMount::HasOption(std::string_view option) const {
+  return std::find(options.begin(), options.end(), option) != options.end();
+}
+
+absl::StatusOr<std::vector<CgroupMount>> ParseCgroupMounts(std::string_view mountinfo) {
+  std::vector<CgroupMount> out;
+  absl::Status error = absl::OkStatus();
+  ForEachLine(mountinfo, [&](size_t number, std::string_view line) {
+    // id parent major:minor root mount-point options [optional fields...] - fstype source super
+    std::vector<std::string_view> f = SplitWhitespace(line);
+    if (f.empty()) return true;
+    auto dash = std::find(f.begin() + std::min<size_t>(f.size(), 6), f.end(), "-");
+    if (f.size() < 7 || dash == f.end() || f.end() - dash < 3) {
+      error = absl::InvalidArgumentError(
+          fmt::format("line {}: not a mountinfo line: \"{}\"", number, line));
+      return false;
+    }
+    std::string_view fstype = *(dash + 1);
+    if (fstype != "cgroup" && fstype != "cgroup2") return true;
+    CgroupMount m;
+    m.version = fstype == "cgroup2" ? 2 : 1;
+    m.root = DecodeOctalEscapes(f[3]);
+    m.mount_point = DecodeOctalEscapes(f[4]);
+    std::string_view super = f.end() - dash >= 4 ? *(dash + 3) : std::string_view();
+    while (!super.empty()) {
+      size_t comma = super.find(',');
+      std::string_view option = super.substr(0, comma);
+      if (!option.empty() && option != "rw" && option != "ro") m.options.emplace_back(option);
+      if (comma == std::string_view::npos) break;
+      super.remove_prefix(comma + 1);
+    }
+    out.push_back(std::move(m));
+    return true;
+  });
+  if (!error.ok()) return error;
+  return out;
+}
+
+}  // namespace kpath

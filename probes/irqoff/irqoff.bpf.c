@@ -1,0 +1,454 @@
+// SPDX-License-Identifier: GPL-2.0
+/* IRQ-disabled regions (seeds 001 and 004). User space loads exactly one set of programs, the
+ * most precise the kernel offers:
+ *
+ *  1. preemptirq:irq_disable / irq_enable (kernels built with CONFIG_PREEMPTIRQ_TRACEPOINTS):
+ *     every transition, exact lengths, the disabling call site. tp_btf, raw_tp or classic
+ *     tracepoint programs.
+ *  2. Hardware NMI sampling: the software tick below stamps "IRQs were on" every period, and a
+ *     cycles event, delivered as an NMI even while IRQs are off, records the stack of a region in
+ *     progress once the stamp is older than the threshold (irqoff_nmi).
+ *  3. Software timers: a cpu-clock perf event (an hrtimer, so a hard interrupt) per CPU. IRQs off
+ *     delay it; a tick that arrives late by more than the threshold closes a region of about the
+ *     lateness, and the interrupted stack shows where IRQs came back on (irqoff_tick).
+ *
+ * Ticks are rare and cheap on the hot path (one comparison when on time); the stack walk and the
+ * event only happen for a region above the threshold. */
+/* kpath_bpf.h (vmlinux.h) first: the shared header uses its types. */
+// clang-format off
+#include "kpath_bpf.h"
+#include "irqoff.h"
+// clang-format on
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by user space between open and load. */
+const volatile __u64 period_ns = 1000000;    /* software tick period */
+const volatile __u64 threshold_ns = 5000000; /* shortest region reported */
+const volatile __u32 use_ringbuf = 1;        /* else the perf buffer (kernels before 5.8) */
+const volatile __u64 stext = 0;              /* _stext: classic preemptirq fields are offsets */
+const volatile __u32 tp_caller_offset = 0;
+const volatile __u32 tp_caller_size = 0;
+const volatile __u32 tp_parent_offset = 0;
+const volatile __u32 tp_parent_size = 0;
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct irqoff_cpu_state);
+} irqoff_cpu_state SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct irqoff_totals);
+} irqoff_totals SEC(".maps");
+
+/* Longest region per CPU, in two slots: programs write slot (epoch & 1), user space flips the
+ * epoch each sample and then reads and clears the other slot, so the maximum is exact per
+ * sample without user space ever writing a slot a program may be writing. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 2);
+  __type(key, __u32);
+  __type(value, __u64);
+} irqoff_max SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} irqoff_epoch SEC(".maps");
+
+/* Indexed by CPU; user space bumps a CPU's entry each time it (re)attaches that CPU's timer, so
+ * the first tick after an attach (or after the CPU was offline) starts a fresh baseline instead
+ * of measuring a gap across it. 0: the CPU is not armed. max_entries: possible CPUs, set at
+ * open. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u32);
+} irqoff_cpu_generation SEC(".maps");
+
+/* The event being built (too large for the BPF stack). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct irqoff_event);
+} irqoff_scratch SEC(".maps");
+
+/* The stack an NMI captured for the region in progress (see irqoff_nmi). */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct irqoff_event);
+} irqoff_nmi_stack SEC(".maps");
+
+/* Regions for user space. On kernels without a ring buffer user space turns this map into a
+ * small array (never used) and sets use_ringbuf to 0. */
+struct {
+  __uint(type, BPF_MAP_TYPE_RINGBUF);
+  __uint(max_entries, 256 * 1024);
+} irqoff_events SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, sizeof(__u32));
+} irqoff_events_perf SEC(".maps");
+
+#ifdef IRQOFF_KVM_STEAL
+/* KVM's per-CPU steal-time record (irqoff_kvm_steal.bpf.c builds this file with it): the host
+ * updates it before it resumes the vCPU, so at the late tick it already includes a preemption
+ * that just ended. Resolving it needs the kernel to list it in kallsyms (KALLSYMS_ALL). */
+extern const struct kvm_steal_time steal_time __ksym;
+
+static __always_inline __u64 read_steal_ns(void) {
+  const struct kvm_steal_time* kst = bpf_this_cpu_ptr(&steal_time);
+  return kst->steal;
+}
+#else
+static __always_inline __u64 read_steal_ns(void) { return 0; }
+#endif
+
+static __always_inline void count_region(struct irqoff_totals* t, __u64 length_ns) {
+  static const __u64 bounds_us[IRQOFF_BUCKETS] = IRQOFF_BUCKET_BOUNDS_US;
+  __u32 bucket = IRQOFF_BUCKETS;
+  for (__u32 i = 0; i < IRQOFF_BUCKETS; i++) {
+    if (length_ns <= bounds_us[i] * 1000) {
+      bucket = i;
+      break;
+    }
+  }
+  t->regions += 1;
+  t->region_ns += length_ns;
+  if (bucket <= IRQOFF_BUCKETS) t->buckets[bucket] += 1;
+
+  __u32 zero = 0;
+  __u32* epoch = bpf_map_lookup_elem(&irqoff_epoch, &zero);
+  __u32 slot = epoch ? (*epoch & 1) : 0;
+  __u64* max = bpf_map_lookup_elem(&irqoff_max, &slot);
+  if (max && length_ns > *max) *max = length_ns;
+}
+
+static __always_inline void emit(void* ctx, struct irqoff_event* e, struct irqoff_totals* t) {
+  long err;
+  if (use_ringbuf) {
+    /* No wakeup: user space drains on its sampling clock, nobody waits on the ring. */
+    err = bpf_ringbuf_output(&irqoff_events, e, sizeof(*e), BPF_RB_NO_WAKEUP);
+  } else {
+    err = bpf_perf_event_output(ctx, &irqoff_events_perf, BPF_F_CURRENT_CPU, e, sizeof(*e));
+  }
+  if (err) t->events_lost += 1;
+}
+
+/* Which thread ran at time `at` on this CPU. A task cannot be switched out while it keeps IRQs
+ * off, so the thread running at the tick that IRQs delayed is the one holding them off. That is
+ * the thread switched out by the first context switch after `at`, or the current thread when
+ * none happened since. Returns 1 (and fills e->pid, e->comm) when it is not the current one;
+ * when every remembered switch is after `at`, the thread is not known: pid 0 and an empty name
+ * (user space says "unknown") rather than a wrong one. */
+static __always_inline int thread_at(struct irqoff_cpu_state* st, __u64 at,
+                                     struct irqoff_event* e) {
+  __u32 count = st->switch_count;
+  __s32 found = -1;
+  __u32 newer = 0;
+  for (__u32 i = 0; i < IRQOFF_SWITCHES; i++) {
+    if (i >= count) break;
+    __u32 idx = (count - 1 - i) & (IRQOFF_SWITCHES - 1); /* newest first */
+    if (st->switches[idx].ns <= at) break;
+    found = (__s32)idx;
+    newer++;
+  }
+  if (found < 0 || found >= IRQOFF_SWITCHES) return 0;
+  if (newer == IRQOFF_SWITCHES) {
+    e->pid = 0;
+    __builtin_memset(e->comm, 0, sizeof(e->comm));
+    return 1;
+  }
+  e->pid = st->switches[found].prev_pid;
+  __builtin_memcpy(e->comm, st->switches[found].prev_comm, sizeof(e->comm));
+  return 1;
+}
+
+/* The software tick: a cpu-clock hrtimer interrupt every period_ns on this CPU. */
+static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
+  __u64 now = bpf_ktime_get_ns();
+  __u32 zero = 0;
+  __u32 cpu = bpf_get_smp_processor_id();
+  __u32* generation = bpf_map_lookup_elem(&irqoff_cpu_generation, &cpu);
+  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
+  struct irqoff_totals* t = bpf_map_lookup_elem(&irqoff_totals, &zero);
+  if (!generation || !st || !t || *generation == 0) return 0;
+  t->ticks += 1;
+
+  __u64 steal = read_steal_ns();
+  __u64 prev_tick = st->last_tick_ns;
+  __u64 prev_steal = st->last_steal_ns;
+  st->last_tick_ns = now;
+  st->last_steal_ns = steal;
+  if (st->generation != *generation || prev_tick == 0) {
+    st->generation = *generation;
+    return 0;
+  }
+  /* The timer may not fire while the CPU idles (NO_HZ): measure from the end of idle. */
+  __u64 base = prev_tick > st->idle_exit_ns ? prev_tick : st->idle_exit_ns;
+  __u64 due = base + period_ns;
+  /* A region ended at this tick; it began between the missed expiry and one period before it,
+   * so its length is late + period/2 +- period/2. On time (nearly every tick): done. */
+  if (now + period_ns / 2 < due + threshold_ns) return 0;
+  __u64 late = now - due;
+
+  /* The tick interrupted the idle loop: IRQs are off around the halt by design. */
+  if (st->in_idle || (__u32)bpf_get_current_pid_tgid() == 0) {
+    t->late_idle += 1;
+    return 0;
+  }
+  /* The vCPU was not running (preempted by the hypervisor) for `stolen` of the gap. */
+  __u64 stolen = steal > prev_steal ? steal - prev_steal : 0;
+  if (stolen > late) stolen = late;
+  __u64 length = late - stolen + period_ns / 2;
+  if (length < threshold_ns) {
+    t->late_steal += 1;
+    return 0;
+  }
+
+  struct irqoff_event* e = bpf_map_lookup_elem(&irqoff_scratch, &zero);
+  if (!e) return 0;
+  e->flags = 0;
+  /* Half a period after the missed expiry IRQs were still off (the region spans at least
+   * threshold - period/2 >= 1.5 periods), and a tick delivered a little late by the hypervisor
+   * does not move the blame to the thread that ran just before. */
+  if (thread_at(st, due + period_ns / 2, e)) {
+    /* The idle task ran when the tick was due: the CPU was idling, not holding IRQs off. */
+    if (e->pid == 0 && e->comm[0] != 0) {
+      t->late_idle += 1;
+      return 0;
+    }
+    /* A pending reschedule IPI outranks the timer vector: when IRQs come back on, its return
+     * path may switch tasks before the timer is taken, so the tick lands in the next thread. */
+    e->flags |= IRQOFF_EVENT_TASK_SWITCHED;
+  } else {
+    e->pid = (__u32)bpf_get_current_pid_tgid();
+    bpf_get_current_comm(e->comm, sizeof(e->comm));
+  }
+  /* Kernel stack from the interrupted registers: where the delayed interrupt was delivered,
+   * normally right where IRQs came back on. Empty when it was delivered to user code. */
+  e->stack_size = bpf_get_stack(ctx, e->stack, sizeof(e->stack), 0);
+  if (e->stack_size == 0) {
+    e->flags |= IRQOFF_EVENT_USER_MODE;
+    t->late_user += 1;
+  }
+  e->length_ns = length;
+  e->late_ns = late;
+  e->stolen_ns = stolen;
+  e->end_ns = now;
+  e->cpu = cpu;
+  e->source = IRQOFF_SOURCE_SOFTWARE_TIMER;
+  e->disable_site[0] = 0;
+  e->disable_site[1] = 0;
+
+  /* An NMI saw this region while IRQs were still off: its stack shows the holder itself. */
+  struct irqoff_event* n = bpf_map_lookup_elem(&irqoff_nmi_stack, &zero);
+  if (n && st->nmi_stack_for == prev_tick && n->stack_size > 0) {
+    __builtin_memcpy(e->stack, n->stack, sizeof(e->stack));
+    __builtin_memcpy(e->comm, n->comm, sizeof(e->comm));
+    e->stack_size = n->stack_size;
+    e->pid = n->pid;
+    e->flags = 0;
+    e->source = IRQOFF_SOURCE_NMI;
+  }
+
+  count_region(t, length);
+  emit(ctx, e, t);
+  return 0;
+}
+
+SEC("perf_event")
+int irqoff_tick(struct bpf_perf_event_data* ctx) { return on_tick(ctx); }
+
+/* Hardware NMI sample (cycles): IRQs may be off right now. If the last software tick on this CPU
+ * is older than a period plus half the threshold, IRQs have been off since about then: keep the
+ * stack now, while the code holding them off is on it. The late tick that ends the region
+ * measures it and picks this stack up. */
+SEC("perf_event")
+int irqoff_nmi(struct bpf_perf_event_data* ctx) {
+  __u64 now = bpf_ktime_get_ns();
+  __u32 zero = 0;
+  __u32 cpu = bpf_get_smp_processor_id();
+  __u32* generation = bpf_map_lookup_elem(&irqoff_cpu_generation, &cpu);
+  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
+  struct irqoff_totals* t = bpf_map_lookup_elem(&irqoff_totals, &zero);
+  if (!generation || !st || !t) return 0;
+  t->nmis += 1;
+  __u64 last_tick = st->last_tick_ns;
+  if (st->generation != *generation || last_tick == 0 || st->in_idle) return 0;
+  __u64 base = last_tick > st->idle_exit_ns ? last_tick : st->idle_exit_ns;
+  if (now < base + period_ns + threshold_ns / 2) return 0;
+  if (st->nmi_stack_for == last_tick) return 0; /* this region's stack is already kept */
+  struct irqoff_event* n = bpf_map_lookup_elem(&irqoff_nmi_stack, &zero);
+  if (!n) return 0;
+  n->stack_size = bpf_get_stack(ctx, n->stack, sizeof(n->stack), 0);
+  if (n->stack_size <= 0) return 0; /* user code: IRQs are on there */
+  n->pid = (__u32)bpf_get_current_pid_tgid();
+  bpf_get_current_comm(n->comm, sizeof(n->comm));
+  st->nmi_stack_for = last_tick;
+  return 0;
+}
+
+/* power:cpu_idle(state, cpu_id): state is (u32)-1 (PWR_EVENT_EXIT) when leaving idle. Every idle
+ * path (cpuidle drivers, default_idle_call, polling) reports both edges. */
+static __always_inline void on_cpu_idle(__u32 state) {
+  __u32 zero = 0;
+  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
+  if (!st) return;
+  if (state == (__u32)-1) {
+    st->in_idle = 0;
+    st->idle_exit_ns = bpf_ktime_get_ns();
+  } else {
+    st->in_idle = 1;
+  }
+}
+
+SEC("raw_tp/cpu_idle")
+int BPF_PROG(irqoff_cpu_idle_raw_tp, unsigned int state) {
+  on_cpu_idle(state);
+  return 0;
+}
+
+/* sched:sched_switch: remember who was switched out, and when (see thread_at). Runs with IRQs
+ * off inside the scheduler, so the tick never sees a half-written slot. */
+const volatile __u32 tp_prev_comm_offset = 0;
+const volatile __u32 tp_prev_pid_offset = 0;
+
+static __always_inline struct irqoff_switch* next_switch(struct irqoff_cpu_state** state) {
+  __u32 zero = 0;
+  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
+  if (!st) return 0;
+  *state = st;
+  return &st->switches[st->switch_count & (IRQOFF_SWITCHES - 1)];
+}
+
+/* Where task_struct keeps pid and comm, from vmlinux BTF in user space: read through these
+ * offsets rather than CO-RE, so this object carries no CO-RE relocation and its tracepoint and
+ * perf-event programs load on kernels without BTF too. */
+const volatile __u32 task_pid_offset = 0;
+const volatile __u32 task_comm_offset = 0;
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(irqoff_sched_switch_tp_btf, bool preempt, struct task_struct* prev) {
+  struct irqoff_cpu_state* st = 0;
+  struct irqoff_switch* sw = next_switch(&st);
+  if (!sw || !st) return 0;
+  sw->ns = bpf_ktime_get_ns();
+  bpf_probe_read_kernel(&sw->prev_pid, sizeof(sw->prev_pid), (char*)prev + task_pid_offset);
+  bpf_probe_read_kernel(sw->prev_comm, sizeof(sw->prev_comm), (char*)prev + task_comm_offset);
+  st->switch_count += 1;
+  return 0;
+}
+
+/* Classic tracepoint (kernels without BTF): prev_comm and prev_pid at offsets from the format. */
+SEC("tp/sched/sched_switch")
+int irqoff_sched_switch_tracepoint(void* ctx) {
+  struct irqoff_cpu_state* st = 0;
+  struct irqoff_switch* sw = next_switch(&st);
+  if (!sw || !st || tp_prev_comm_offset > 4096 || tp_prev_pid_offset > 4096) return 0;
+  sw->ns = bpf_ktime_get_ns();
+  sw->prev_pid = (__u32)kpath_tp_field(ctx, tp_prev_pid_offset, sizeof(__u32));
+  bpf_probe_read_kernel(sw->prev_comm, sizeof(sw->prev_comm), (char*)ctx + tp_prev_comm_offset);
+  st->switch_count += 1;
+  return 0;
+}
+
+/* --- preemptirq tracepoints ---------------------------------------------------------------- */
+
+static __always_inline void on_irq_disable(__u64 ip, __u64 parent_ip) {
+  __u32 zero = 0;
+  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
+  if (!st) return;
+  st->irqs_off_since = bpf_ktime_get_ns();
+  st->disable_site[0] = ip;
+  st->disable_site[1] = parent_ip;
+}
+
+static __always_inline void on_irq_enable(void* ctx) {
+  __u32 zero = 0;
+  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
+  if (!st || st->irqs_off_since == 0) return;
+  __u64 now = bpf_ktime_get_ns();
+  __u64 since = st->irqs_off_since;
+  st->irqs_off_since = 0;
+  if (now < since + threshold_ns) return;
+  struct irqoff_totals* t = bpf_map_lookup_elem(&irqoff_totals, &zero);
+  if (!t) return;
+  /* The idle loop keeps IRQs off around the halt by design. */
+  if (st->in_idle || st->idle_exit_ns > since) {
+    t->late_idle += 1;
+    return;
+  }
+  struct irqoff_event* e = bpf_map_lookup_elem(&irqoff_scratch, &zero);
+  if (!e) return;
+  e->stack_size = bpf_get_stack(ctx, e->stack, sizeof(e->stack), 0);
+  e->length_ns = now - since;
+  e->late_ns = 0;
+  e->stolen_ns = 0;
+  e->end_ns = now;
+  e->cpu = bpf_get_smp_processor_id();
+  e->pid = (__u32)bpf_get_current_pid_tgid();
+  e->source = IRQOFF_SOURCE_PREEMPTIRQ;
+  e->flags = 0;
+  e->disable_site[0] = st->disable_site[0];
+  e->disable_site[1] = st->disable_site[1];
+  bpf_get_current_comm(e->comm, sizeof(e->comm));
+  count_region(t, e->length_ns);
+  emit(ctx, e, t);
+}
+
+SEC("tp_btf/irq_disable")
+int BPF_PROG(irqoff_disable_tp_btf, unsigned long ip, unsigned long parent_ip) {
+  on_irq_disable(ip, parent_ip);
+  return 0;
+}
+
+SEC("tp_btf/irq_enable")
+int BPF_PROG(irqoff_enable_tp_btf, unsigned long ip, unsigned long parent_ip) {
+  on_irq_enable(ctx);
+  return 0;
+}
+
+SEC("raw_tp/irq_disable")
+int BPF_PROG(irqoff_disable_raw_tp, unsigned long ip, unsigned long parent_ip) {
+  on_irq_disable(ip, parent_ip);
+  return 0;
+}
+
+SEC("raw_tp/irq_enable")
+int BPF_PROG(irqoff_enable_raw_tp, unsigned long ip, unsigned long parent_ip) {
+  on_irq_enable(ctx);
+  return 0;
+}
+
+/* Classic tracepoints record s32 offsets from _stext (caller_offs, parent_offs). */
+static __always_inline __u64 tp_site(void* ctx, __u32 offset, __u32 size) {
+  __s32 offs = (__s32)kpath_tp_field(ctx, offset, size);
+  return stext + (__s64)offs;
+}
+
+SEC("tp/preemptirq/irq_disable")
+int irqoff_disable_tracepoint(void* ctx) {
+  on_irq_disable(tp_site(ctx, tp_caller_offset, tp_caller_size),
+                 tp_site(ctx, tp_parent_offset, tp_parent_size));
+  return 0;
+}
+
+SEC("tp/preemptirq/irq_enable")
+int irqoff_enable_tracepoint(void* ctx) {
+  on_irq_enable(ctx);
+  return 0;
+}

@@ -1,0 +1,20 @@
+// Configuration `irqoff:` (IRQ-disabled regions). Restart to apply: both values are compiled into
+// the BPF programs when they load.
+#pragma once
+
+#include "absl/time/time.h"
+
+namespace kpath {
+
+struct IrqOffConfig {
+  // Shortest region reported. 10 ms catches seed 001's stalls (tens of milliseconds) and stays
+  // above the few milliseconds by which virtual machines deliver timer interrupts late under
+  // load (see README, "IRQ-disabled regions").
+  absl::Duration threshold = absl::Milliseconds(10);
+  // Period of the per-CPU software timer: the resolution of the timer methods (a region's length
+  // is known to +-period/2) and their cost (one interrupt per period per busy CPU).
+  absl::Duration period = absl::Milliseconds(2);
+  bool operator==(const IrqOffConfig&) const = default;
+};
+
+}  // namespace kpath

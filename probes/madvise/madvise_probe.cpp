@@ -1,0 +1,572 @@
+#include "probes/madvise/madvise_probe.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "madvise.skel.h"
+#include "madvise_fentry.skel.h"
+#include "probes/madvise/madvise.h"
+#include "spdlog/spdlog.h"
+
+namespace kpath {
+
+namespace {
+
+constexpr std::string_view kCategory = "syscalls";
+constexpr std::string_view kEvent = "sys_enter_madvise";
+constexpr std::string_view kProcessEvent = "sys_enter_process_madvise";
+
+// The syscall entry wrappers, one per architecture (ARCH_HAS_SYSCALL_WRAPPER: x86_64 since 4.17,
+// arm64 since 4.19), then the forms without a wrapper, then the implementation behind them.
+constexpr std::string_view kSyscallWrappers[] = {"__x64_sys_madvise", "__arm64_sys_madvise"};
+constexpr std::string_view kPlainSyscalls[] = {"__se_sys_madvise", "sys_madvise"};
+
+constexpr std::array<std::string_view, MADVISE_ADVICE_COUNT> kAdviceNames = {
+    "dontneed", "free",       "willneed", "cold", "pageout",
+    "hugepage", "nohugepage", "collapse", "other"};
+
+std::string TracepointName(std::string_view event) {
+  return fmt::format("{}:{}", kCategory, event);
+}
+
+bool IsWrapper(std::string_view target) {
+  return std::find(std::begin(kSyscallWrappers), std::end(kSyscallWrappers), target) !=
+         std::end(kSyscallWrappers);
+}
+
+// "__x64_sys_madvise" -> "__x64_sys_process_madvise"; "sys_madvise" -> "sys_process_madvise".
+std::string ProcessMadviseFor(std::string_view madvise_function) {
+  std::string name(madvise_function);
+  size_t at = name.rfind("madvise");
+  return name.substr(0, at) + "process_madvise";
+}
+
+// A field of the classic tracepoint's record, by any of the names kernels have used.
+const TracepointField* FindField(const TracepointFormat& format,
+                                 std::initializer_list<std::string_view> names) {
+  for (std::string_view name : names) {
+    if (const TracepointField* f = format.Find(name); f != nullptr && f->size <= 8) return f;
+  }
+  return nullptr;
+}
+
+// The syscalls:sys_enter_* record puts argument n at 16 + 8n (struct syscall_trace_enter):
+// madvise.bpf.c's madvise_tracepoint reads it directly when the format file agrees.
+bool IsSyscallArgument(const TracepointField& field, int n) {
+  return field.offset == 16u + 8u * static_cast<uint32_t>(n) && field.size == 8;
+}
+
+std::string FormatRate(double per_second) {
+  if (per_second >= 1e6) return fmt::format("{:.1f}M", per_second / 1e6);
+  if (per_second >= 1e4) return fmt::format("{:.1f}k", per_second / 1e3);
+  return fmt::format("{:.0f}", per_second);
+}
+
+}  // namespace
+
+std::string_view MadviseAdviceName(uint32_t advice) {
+  return advice < kAdviceNames.size() ? kAdviceNames[advice] : kAdviceNames.back();
+}
+
+std::string MadviseStormFragment(std::string_view comm, double calls_per_second, double threshold) {
+  if (comm.empty() || calls_per_second <= 0 || calls_per_second < threshold) return {};
+  return fmt::format("madvise storm: {} {} calls/s", comm, FormatRate(calls_per_second));
+}
+
+std::optional<MadviseArgLayout> DoMadviseLayout(const std::vector<std::string>& params) {
+  if (params.size() == 1) return MadviseArgLayout::kSyscallRegs;
+  if (params.size() == 3) return MadviseArgLayout::kPlainArgs;
+  if (params.size() == 4 && params[0] == "mm") return MadviseArgLayout::kMmFirst;
+  return std::nullopt;
+}
+
+
+MadviseProbe::MadviseProbe(KernelFeatures& kernel, MadviseProbeOptions options, Clock clock)
+    : kernel_(kernel),
+      options_(std::move(options)),
+      clock_(clock ? std::move(clock) : Clock(std::chrono::steady_clock::now)),
+      folded_({"comm", "advice"},
+              {static_cast<size_t>(std::max(options_.labels.comm, 1)), kAdviceNames.size()},
+              /*fields=*/2),
+      events_(MADVISE_EVENT_MAX, 0),
+      storm_threshold_(options_.storm_calls_per_second) {}
+
+MadviseProbe::~MadviseProbe() { Detach(); }
+
+std::vector<AttachPlan> MadviseProbe::Plans() const {
+  std::vector<AttachPlan> plans;
+  for (std::string_view fn : kSyscallWrappers)
+    plans.push_back({Mechanism::kFentry, std::string(fn)});
+  plans.push_back({Mechanism::kFentry, std::string(kImplementation)});
+  for (std::string_view fn : kSyscallWrappers)
+    plans.push_back({Mechanism::kKprobe, std::string(fn)});
+  for (std::string_view fn : kPlainSyscalls) plans.push_back({Mechanism::kKprobe, std::string(fn)});
+  plans.push_back({Mechanism::kKprobe, std::string(kImplementation)});
+  plans.push_back({Mechanism::kTracepoint, TracepointName(kEvent)});
+  return plans;
+}
+
+absl::StatusOr<MadviseArgLayout> MadviseProbe::FunctionLayout(const std::string& target,
+                                                              KernelFeatures& kernel) {
+  // BTF knows the prototype: trust it over the name.
+  if (std::optional<std::vector<std::string>> params = kernel.BtfFunctionParams(target)) {
+    if (std::optional<MadviseArgLayout> layout = DoMadviseLayout(*params)) return *layout;
+    return absl::UnimplementedError(
+        fmt::format("unknown prototype {}({}) in BTF", target, fmt::join(*params, ", ")));
+  }
+  if (IsWrapper(target)) return MadviseArgLayout::kSyscallRegs;
+  if (std::find(std::begin(kPlainSyscalls), std::end(kPlainSyscalls), target) !=
+      std::end(kPlainSyscalls)) {
+    return MadviseArgLayout::kPlainArgs;
+  }
+  return absl::UnavailableError(fmt::format(
+      "argument positions of {} unknown without BTF (it gained a leading mm in 5.10)", target));
+}
+
+absl::Status MadviseProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+  switch (plan.mechanism) {
+    case Mechanism::kFentry: {
+      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      if (!kernel.BtfHasFunction(plan.target)) return absl::NotFoundError("function not in BTF");
+      return FunctionLayout(plan.target, kernel).status();
+    }
+    case Mechanism::kKprobe: {
+      if (absl::Status s = kernel.KprobesAvailable(); !s.ok()) return s;
+      if (!kernel.KernelFunction(plan.target)) {
+        return absl::NotFoundError("function not in kallsyms");
+      }
+      return FunctionLayout(plan.target, kernel).status();
+    }
+    case Mechanism::kTracepoint: {
+      absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+      if (!format.ok()) return format.status();
+      if (!FindField(*format, {"len_in", "len"}) || !FindField(*format, {"behavior"})) {
+        return absl::NotFoundError("format has no len_in/behavior fields");
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::UnimplementedError("mechanism not offered by this probe");
+  }
+}
+
+MadviseProbe::Companion MadviseProbe::CompanionFor(const AttachPlan& plan, KernelFeatures& kernel) {
+  if (plan.mechanism == Mechanism::kTracepoint) {
+    absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kProcessEvent);
+    if (!format.ok()) {
+      return {std::nullopt, fmt::format("no {} tracepoint ({})", TracepointName(kProcessEvent),
+                                        std::string(format.status().message()))};
+    }
+    if (!FindField(*format, {"vec"}) || !FindField(*format, {"vlen"}) ||
+        !FindField(*format, {"behavior"})) {
+      return {std::nullopt, "process_madvise format has no vec/vlen/behavior fields"};
+    }
+    return {TracepointName(kProcessEvent), ""};
+  }
+  auto exists = [&](const std::string& fn) {
+    return plan.mechanism == Mechanism::kFentry ? kernel.BtfHasFunction(fn)
+                                                : kernel.KernelFunction(fn).has_value();
+  };
+  std::vector<std::string> candidates;
+  if (plan.target == kImplementation) {
+    // Until vector_madvise (6.13), process_madvise called do_madvise once per range: those
+    // ranges are counted there already, as madvise calls.
+    bool has_vector = kernel.BtfHasFunction("vector_madvise") ||
+                      kernel.KernelFunction("vector_madvise").has_value();
+    if (!has_vector) {
+      return {std::nullopt,
+              "no separate hook: without vector_madvise, process_madvise (where the kernel has "
+              "it) calls do_madvise once per range, counted as madvise calls"};
+    }
+    for (std::string_view fn : kSyscallWrappers) candidates.push_back(ProcessMadviseFor(fn));
+  } else if (plan.mechanism == Mechanism::kKprobe || IsWrapper(plan.target)) {
+    candidates.push_back(ProcessMadviseFor(plan.target));
+  }
+  for (const std::string& fn : candidates) {
+    if (exists(fn)) {
+      if (plan.mechanism == Mechanism::kFentry &&
+          FunctionLayout(fn, kernel).value_or(MadviseArgLayout::kPlainArgs) !=
+              MadviseArgLayout::kSyscallRegs) {
+        continue;  // the fentry program reads a pt_regs pointer
+      }
+      return {plan.mechanism == Mechanism::kKprobe ? kernel.KernelFunction(fn).value_or(fn) : fn,
+              ""};
+    }
+  }
+  return {std::nullopt, candidates.empty()
+                            ? "no process_madvise function to hook"
+                            : fmt::format("the kernel has no {} (no process_madvise before 5.10)",
+                                          fmt::join(candidates, " or "))};
+}
+
+void MadviseProbe::Remember(bpf_program* prog, bpf_link* link) {
+  links_.emplace_back(link);
+  programs_.push_back(
+      OwnBpfProgram{std::string(kName), bpf_program__name(prog), bpf_program__fd(prog)});
+}
+
+absl::Status MadviseProbe::AdoptMaps(bpf_object* obj) {
+  absl::StatusOr<KeyedCounterMaps> maps = KeyedCounterMaps::Find(obj, "madvise_counts");
+  if (!maps.ok()) return maps.status();
+  counts_ = *std::move(maps);
+  bpf_map* b0 = bpf_object__find_map_by_name(obj, "madvise_counts_0");
+  bpf_map* b1 = bpf_object__find_map_by_name(obj, "madvise_counts_1");
+  bpf_map* events = bpf_object__find_map_by_name(obj, "madvise_events");
+  if (!b0 || !b1 || !events) return absl::NotFoundError("madvise maps not in the object");
+  buffer_fds_[0] = bpf_map__fd(b0);
+  buffer_fds_[1] = bpf_map__fd(b1);
+  events_fd_ = bpf_map__fd(events);
+  return InsertReservedKeys();
+}
+
+absl::Status MadviseProbe::InsertReservedKeys() {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
+  std::vector<madvise_value> zeros(static_cast<size_t>(ncpus));
+  for (int fd : buffer_fds_) {
+    for (uint32_t advice = 0; advice < MADVISE_ADVICE_COUNT; ++advice) {
+      madvise_key key{};
+      key.advice = advice;
+      // Already there (the active buffer keeps them): nothing to do.
+      if (bpf_map_update_elem(fd, &key, zeros.data(), BPF_NOEXIST) != 0 && errno != EEXIST) {
+        return LibbpfError("insert reserved overflow key", errno);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
+  absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+  if (!format.ok()) return format.status();
+  const TracepointField* len = FindField(*format, {"len_in", "len"});
+  const TracepointField* behavior = FindField(*format, {"behavior"});
+  if (!len || !behavior) return absl::NotFoundError("format has no len_in/behavior fields");
+  const bool direct = IsSyscallArgument(*len, 1) && IsSyscallArgument(*behavior, 2);
+  // Reading the comm from the task needs the verifier to know task_struct (vmlinux BTF) and
+  // bpf_get_current_task_btf (5.11+): tried first, and if the kernel refuses it, the helper.
+  std::optional<uint32_t> comm_offset;
+  if (direct && kernel.HasVmlinuxBtf()) comm_offset = kernel.BtfMemberOffset("task_struct", "comm");
+  Companion companion = CompanionFor({Mechanism::kTracepoint, TracepointName(kEvent)}, kernel);
+  absl::StatusOr<TracepointFormat> pm_format = kernel.Tracepoint(kCategory, kProcessEvent);
+  const bool pm_possible = companion.target.has_value() && pm_format.ok();
+
+  absl::Status last;
+  for (bool task_comm : {true, false}) {
+    if (task_comm && !comm_offset) continue;
+    for (bool with_companion : {true, false}) {
+      if (with_companion && !pm_possible) continue;
+      OwnedSkeleton<madvise_bpf> skel(madvise_bpf__open(), madvise_bpf__destroy);
+      if (!skel) return LibbpfError("open", errno);
+      bpf_program* chosen = task_comm ? skel->progs.madvise_tracepoint_task_comm
+                            : direct  ? skel->progs.madvise_tracepoint
+                                      : skel->progs.madvise_tracepoint_offsets;
+      skel->rodata->tp_len_offset = len->offset;
+      skel->rodata->tp_len_size = len->size;
+      skel->rodata->tp_behavior_offset = behavior->offset;
+      skel->rodata->tp_behavior_size = behavior->size;
+      if (task_comm) skel->rodata->task_comm_offset = *comm_offset;
+      bpf_program* pm = nullptr;
+      if (with_companion) {
+        const TracepointField* vec = FindField(*pm_format, {"vec"});
+        const TracepointField* vlen = FindField(*pm_format, {"vlen"});
+        const TracepointField* pm_behavior = FindField(*pm_format, {"behavior"});
+        skel->rodata->tp_vec_offset = vec->offset;
+        skel->rodata->tp_vec_size = vec->size;
+        skel->rodata->tp_vlen_offset = vlen->offset;
+        skel->rodata->tp_vlen_size = vlen->size;
+        skel->rodata->tp_pm_behavior_offset = pm_behavior->offset;
+        skel->rodata->tp_pm_behavior_size = pm_behavior->size;
+        pm = skel->progs.process_madvise_tracepoint;
+      }
+      bpf_program* prog = nullptr;
+      bpf_object__for_each_program(prog, skel->obj) {
+        bpf_program__set_autoload(prog, prog == chosen || prog == pm);
+      }
+      if (int err = madvise_bpf__load(skel.get()); err) {
+        last = LibbpfError(
+            fmt::format("load {}{}", bpf_program__name(chosen), pm ? " with process_madvise" : ""),
+            err);
+        spdlog::debug("probe {}: {}; trying the next variant", kName, std::string(last.message()));
+        continue;
+      }
+      if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
+      bpf_link* link = bpf_program__attach(chosen);
+      if (!link) return LibbpfError("attach", errno);
+      Remember(chosen, link);
+      if (pm) {
+        if (bpf_link* pm_link = bpf_program__attach(pm)) {
+          Remember(pm, pm_link);
+          process_madvise_ = fmt::format("tracepoint {}", *companion.target);
+        } else {
+          process_madvise_ =
+              fmt::format("not counted: attach {}: {}", *companion.target, std::strerror(errno));
+        }
+      } else {
+        process_madvise_ = fmt::format(
+            "not counted: {}", pm_possible ? std::string(last.message()) : companion.reason);
+      }
+      tp_skel_ = std::move(skel);
+      return absl::OkStatus();
+    }
+  }
+  return last;
+}
+
+absl::Status MadviseProbe::AttachKprobe(const AttachPlan& plan, KernelFeatures& kernel) {
+  absl::StatusOr<MadviseArgLayout> layout = FunctionLayout(plan.target, kernel);
+  if (!layout.ok()) return layout.status();
+  std::optional<std::string> symbol = kernel.KernelFunction(plan.target);
+  if (!symbol) return absl::NotFoundError("function not in kallsyms");
+  Companion companion = CompanionFor(plan, kernel);
+  auto kprobe_layout = [](MadviseArgLayout l) -> uint32_t {
+    switch (l) {
+      case MadviseArgLayout::kSyscallRegs:
+        return MADVISE_KPROBE_SYSCALL_REGS;
+      case MadviseArgLayout::kPlainArgs:
+        return MADVISE_KPROBE_PLAIN_ARGS;
+      case MadviseArgLayout::kMmFirst:
+        return MADVISE_KPROBE_MM_FIRST;
+    }
+    return MADVISE_KPROBE_PLAIN_ARGS;
+  };
+
+  absl::Status last;
+  for (bool with_companion : {companion.target.has_value(), false}) {
+    OwnedSkeleton<madvise_bpf> skel(madvise_bpf__open(), madvise_bpf__destroy);
+    if (!skel) return LibbpfError("open", errno);
+    skel->rodata->kprobe_layout = kprobe_layout(*layout);
+    bpf_program* chosen = skel->progs.madvise_kprobe;
+    bpf_program* pm = nullptr;
+    if (with_companion) {
+      // The companion's own layout: a wrapper takes a pt_regs pointer.
+      absl::StatusOr<MadviseArgLayout> pm_layout = FunctionLayout(*companion.target, kernel);
+      skel->rodata->pm_kprobe_layout =
+          kprobe_layout(pm_layout.value_or(MadviseArgLayout::kSyscallRegs));
+      pm = skel->progs.process_madvise_kprobe;
+    }
+    bpf_program* prog = nullptr;
+    bpf_object__for_each_program(prog, skel->obj) {
+      bpf_program__set_autoload(prog, prog == chosen || prog == pm);
+    }
+    if (int err = madvise_bpf__load(skel.get()); err) {
+      last = LibbpfError(pm ? "load (with process_madvise)" : "load", err);
+      if (pm) continue;
+      return last;
+    }
+    if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
+    bpf_link* link = bpf_program__attach_kprobe(chosen, /*retprobe=*/false, symbol->c_str());
+    if (!link) return LibbpfError("attach", errno);
+    Remember(chosen, link);
+    if (pm) {
+      if (bpf_link* pm_link = bpf_program__attach_kprobe(pm, false, companion.target->c_str())) {
+        Remember(pm, pm_link);
+        process_madvise_ = fmt::format("kprobe {}", *companion.target);
+      } else {
+        process_madvise_ = fmt::format("not counted: attach kprobe {}: {}", *companion.target,
+                                       std::strerror(errno));
+      }
+    } else {
+      process_madvise_ = fmt::format(
+          "not counted: {}", companion.target ? std::string(last.message()) : companion.reason);
+    }
+    tp_skel_ = std::move(skel);
+    return absl::OkStatus();
+  }
+  return last;
+}
+
+absl::Status MadviseProbe::AttachFentry(const AttachPlan& plan, KernelFeatures& kernel) {
+  absl::StatusOr<MadviseArgLayout> layout = FunctionLayout(plan.target, kernel);
+  if (!layout.ok()) return layout.status();
+  Companion companion = CompanionFor(plan, kernel);
+
+  absl::Status last;
+  for (bool with_companion : {companion.target.has_value(), false}) {
+    OwnedSkeleton<madvise_fentry_bpf> skel(madvise_fentry_bpf__open(), madvise_fentry_bpf__destroy);
+    if (!skel) return LibbpfError("open", errno);
+    bpf_program* chosen = nullptr;
+    switch (*layout) {
+      case MadviseArgLayout::kSyscallRegs:
+        chosen = skel->progs.madvise_fentry_syscall;
+        break;
+      case MadviseArgLayout::kPlainArgs:
+        chosen = skel->progs.madvise_fentry_do_madvise;
+        break;
+      case MadviseArgLayout::kMmFirst:
+        chosen = skel->progs.madvise_fentry_do_madvise_mm;
+        break;
+    }
+    if (int err = bpf_program__set_attach_target(chosen, 0, plan.target.c_str()); err) {
+      return LibbpfError("set fentry target", err);
+    }
+    bpf_program* pm = nullptr;
+    if (with_companion) {
+      pm = skel->progs.process_madvise_fentry_syscall;
+      if (int err = bpf_program__set_attach_target(pm, 0, companion.target->c_str()); err) {
+        last = LibbpfError("set process_madvise fentry target", err);
+        continue;
+      }
+    }
+    bpf_program* prog = nullptr;
+    bpf_object__for_each_program(prog, skel->obj) {
+      bpf_program__set_autoload(prog, prog == chosen || prog == pm);
+    }
+    if (int err = madvise_fentry_bpf__load(skel.get()); err) {
+      last = LibbpfError(pm ? "load (with process_madvise)" : "load", err);
+      if (pm) continue;
+      return last;
+    }
+    if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
+    bpf_link* link = bpf_program__attach(chosen);
+    if (!link) return LibbpfError("attach", errno);
+    Remember(chosen, link);
+    if (pm) {
+      if (bpf_link* pm_link = bpf_program__attach(pm)) {
+        Remember(pm, pm_link);
+        process_madvise_ = fmt::format("fentry {}", *companion.target);
+      } else {
+        process_madvise_ = fmt::format("not counted: attach fentry {}: {}", *companion.target,
+                                       std::strerror(errno));
+      }
+    } else {
+      process_madvise_ = fmt::format(
+          "not counted: {}", companion.target ? std::string(last.message()) : companion.reason);
+    }
+    fentry_skel_ = std::move(skel);
+    return absl::OkStatus();
+  }
+  return last;
+}
+
+absl::Status MadviseProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+  Detach();
+  absl::Status s;
+  switch (plan.mechanism) {
+    case Mechanism::kTracepoint:
+      s = AttachTracepoint(kernel);
+      break;
+    case Mechanism::kKprobe:
+      s = AttachKprobe(plan, kernel);
+      break;
+    case Mechanism::kFentry:
+      s = AttachFentry(plan, kernel);
+      break;
+    default:
+      s = absl::UnimplementedError("mechanism not offered by this probe");
+  }
+  if (!s.ok()) {
+    Detach();  // nothing of a failed attempt stays loaded
+    return s;
+  }
+  last_drain_ = clock_();
+  return absl::OkStatus();
+}
+
+void MadviseProbe::Detach() {
+  links_.clear();
+  programs_.clear();
+  counts_.reset();
+  tp_skel_.reset();
+  fentry_skel_.reset();
+  buffer_fds_[0] = buffer_fds_[1] = -1;
+  events_fd_ = -1;
+}
+
+absl::Status MadviseProbe::Start() {
+  if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
+  spdlog::info("probe {}: process_madvise {}", kName, process_madvise_);
+  state_.detail = fmt::format("{}; process_madvise {}", state_.detail, process_madvise_);
+  return absl::OkStatus();
+}
+
+void MadviseProbe::SetLabelLimits(const LabelLimits& limits) {
+  options_.labels = limits;
+  folded_.SetTopN({static_cast<size_t>(std::max(limits.comm, 1)), kAdviceNames.size()});
+}
+
+absl::Status MadviseProbe::Collect(MetricFamilies& out) {
+  if (!counts_) return absl::FailedPreconditionError("probe not attached");
+
+  // This interval's calls by process, before folding: the STATUS line names the busiest.
+  std::map<std::string, uint64_t> calls_by_comm;
+  absl::Status drained = counts_->Drain([&](const void* key, std::span<const uint64_t> sums) {
+    // Reserved overflow keys are drained every interval, mostly still zero: no series for them.
+    if (std::all_of(sums.begin(), sums.end(), [](uint64_t v) { return v == 0; })) return;
+    if (key == nullptr) {  // the buffer's last-resort overflow slot
+      folded_.AddOther(sums);
+      return;
+    }
+    const auto* k = static_cast<const madvise_key*>(key);
+    std::string advice(MadviseAdviceName(k->advice));
+    if (k->comm[0] == '\0') {  // a reserved overflow key: the hash was full
+      folded_.Add({FoldedCounters::kOther, std::move(advice)}, sums);
+      return;
+    }
+    std::string comm = CommLabel(k->comm, sizeof(k->comm));
+    calls_by_comm[comm] += sums.empty() ? 0 : sums[0];
+    folded_.Add({std::move(comm), std::move(advice)}, sums);
+  });
+  // The drain emptied the buffer, reserved keys included: put them back before it is active.
+  absl::Status reserved = InsertReservedKeys();
+  if (!drained.ok()) return drained;
+  if (!reserved.ok()) return reserved;
+  folded_.EndInterval();
+
+  auto now = clock_();
+  double seconds = std::chrono::duration<double>(now - last_drain_).count();
+  last_drain_ = now;
+  top_comm_.clear();
+  top_calls_per_second_ = 0;
+  uint64_t top_calls = 0;
+  for (const auto& [comm, calls] : calls_by_comm) {
+    if (calls > top_calls) {
+      top_calls = calls;
+      top_comm_ = comm;
+    }
+  }
+  if (seconds > 0) top_calls_per_second_ = static_cast<double>(top_calls) / seconds;
+
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
+  for (uint32_t e = 0; e < MADVISE_EVENT_MAX; ++e) {
+    if (bpf_map_lookup_elem(events_fd_, &e, per_cpu.data()) != 0) {
+      return LibbpfError("read madvise_events map", errno);
+    }
+    uint64_t sum = 0;
+    for (uint64_t v : per_cpu) sum += v;
+    events_[e] = sum;
+  }
+
+  FamilyBuilder calls = Counter("kpath_madvise_calls_total",
+                                "madvise and process_madvise calls by process (comm) and advice.");
+  folded_.AppendTo(calls, 0);
+  calls.AppendTo(out);
+  FamilyBuilder bytes = Counter(
+      "kpath_madvise_bytes_total",
+      "Bytes named by madvise calls (the length argument; process_madvise: its iovec lengths).");
+  folded_.AppendTo(bytes, 1);
+  bytes.AppendTo(out);
+  Counter("kpath_events_lost_total",
+          "Events not (fully) counted, by probe and reason. madvise iovec_read_error: "
+          "process_madvise calls whose iovecs could not be read (call counted, bytes partial).")
+      .Add({{"probe", std::string(kName)}, {"reason", "iovec_read_error"}},
+           static_cast<double>(events_[MADVISE_EVENT_IOVEC_READ_ERROR]))
+      .AppendTo(out);
+  return absl::OkStatus();
+}
+
+std::string MadviseProbe::StatusFragment() const {
+  return MadviseStormFragment(top_comm_, top_calls_per_second_, storm_threshold_);
+}
+
+}  // namespace kpath

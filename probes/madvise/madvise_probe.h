@@ -1,0 +1,125 @@
+// madvise storms (seed 003): every madvise(2) and process_madvise(2) call, counted in the kernel
+// by process and advice, exactly. A Go runtime handing memory back with MADV_DONTNEED after each
+// GC forced a TLB shootdown on every other CPU per call; these counters name the process and the
+// advice without a profiler.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "probes/collect/bpf_handles.h"
+#include "probes/collect/collector.h"
+#include "probes/collect/label_values.h"
+#include "probes/collect/folded_counters.h"
+#include "probes/collect/keyed_counter_maps.h"
+#include "probes/collect/label_limits.h"
+#include "probes/collect/probe_attacher.h"
+#include "probes/kernel/kernel_features.h"
+
+struct madvise_bpf;
+struct madvise_fentry_bpf;
+struct bpf_link;
+struct bpf_object;
+
+namespace kpath {
+
+// The contract's name of an enum madvise_advice value (madvise.h): "dontneed", ..., "other".
+std::string_view MadviseAdviceName(uint32_t advice);
+
+
+// The STATUS= fragment for the busiest madvise caller of the last interval: "madvise storm:
+// gateway 41.2k calls/s" when its rate reaches `threshold` calls per second, else "".
+std::string MadviseStormFragment(std::string_view comm, double calls_per_second, double threshold);
+
+// Where a hooked function finds madvise's (len, behavior).
+enum class MadviseArgLayout {
+  kSyscallRegs,  // syscall wrapper (__x64_sys_madvise, __arm64_sys_madvise): a pt_regs pointer
+  kPlainArgs,    // (start, len, behavior): __se_sys_madvise, sys_madvise, do_madvise before 5.10
+  kMmFirst,      // do_madvise(mm, start, len, behavior): since 5.10
+};
+
+// The layout of do_madvise from its BTF parameter names; nullopt for a prototype not seen yet.
+std::optional<MadviseArgLayout> DoMadviseLayout(const std::vector<std::string>& params);
+
+struct MadviseProbeOptions {
+  std::vector<Mechanism> allowed;  // empty: all, in the probe's order
+  LabelLimits labels;
+  double storm_calls_per_second = 1000;  // STATUS= names a storm from this rate
+};
+
+class MadviseProbe final : public Collector, public AttachableProbe {
+ public:
+  static constexpr std::string_view kName = "madvise";
+  static constexpr std::string_view kImplementation = "do_madvise";
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+
+  MadviseProbe(KernelFeatures& kernel, MadviseProbeOptions options,
+               Clock clock = std::chrono::steady_clock::now);
+  ~MadviseProbe() override;
+
+  // Collector
+  std::string_view Name() const override { return kName; }
+  absl::Status Start() override;
+  absl::Status Collect(MetricFamilies& out) override;
+  void Stop() override { Detach(); }
+  std::vector<ProbeState> Probes() const override { return {state_}; }
+  std::vector<OwnBpfProgram> Programs() const override { return programs_; }
+  void SetLabelLimits(const LabelLimits& limits) override;
+  std::string StatusFragment() const override;
+  void SetStormThreshold(double calls_per_second) { storm_threshold_ = calls_per_second; }
+
+  // AttachableProbe
+  std::string_view ProbeName() const override { return kName; }
+  std::vector<AttachPlan> Plans() const override;
+  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  void Detach() override;
+
+  // How the process_madvise companion hook attaches for a madvise plan that attached: its
+  // target, or why process_madvise is not hooked separately. Public for tests.
+  struct Companion {
+    std::optional<std::string> target;  // function, or "syscalls:sys_enter_process_madvise"
+    std::string reason;                 // when there is no target
+  };
+  Companion CompanionFor(const AttachPlan& plan, KernelFeatures& kernel);
+
+ private:
+  absl::StatusOr<MadviseArgLayout> FunctionLayout(const std::string& target,
+                                                  KernelFeatures& kernel);
+  absl::Status AttachTracepoint(KernelFeatures& kernel);
+  absl::Status AttachKprobe(const AttachPlan& plan, KernelFeatures& kernel);
+  absl::Status AttachFentry(const AttachPlan& plan, KernelFeatures& kernel);
+  // After load: find the maps, insert the reserved overflow keys.
+  absl::Status AdoptMaps(bpf_object* obj);
+  absl::Status InsertReservedKeys();
+  void Remember(bpf_program* prog, bpf_link* link);
+
+
+  KernelFeatures& kernel_;
+  MadviseProbeOptions options_;
+  Clock clock_;
+  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
+  OwnedSkeleton<madvise_bpf> tp_skel_{nullptr, nullptr};
+  OwnedSkeleton<madvise_fentry_bpf> fentry_skel_{nullptr, nullptr};
+  std::vector<OwnedLink> links_;
+  std::vector<OwnBpfProgram> programs_;
+  std::string process_madvise_;  // what counts process_madvise, for the log and the detail
+  std::optional<KeyedCounterMaps> counts_;
+  int buffer_fds_[2] = {-1, -1};
+  int events_fd_ = -1;
+
+  FoldedCounters folded_;  // {comm, advice} -> {calls, bytes}
+  std::vector<uint64_t> events_;
+  std::chrono::steady_clock::time_point last_drain_;
+  double storm_threshold_;
+  std::string top_comm_;  // the last interval's busiest caller and its rate
+  double top_calls_per_second_ = 0;
+};
+
+}  // namespace kpath

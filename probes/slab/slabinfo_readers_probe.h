@@ -1,0 +1,65 @@
+// Who opens /proc/slabinfo (seed 001): kpath_slabinfo_reads_total{comm}. See
+// slabinfo_readers.bpf.c for the ways of seeing it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "probes/collect/bpf_handles.h"
+#include "probes/collect/collector.h"
+#include "probes/collect/folded_counters.h"
+#include "probes/collect/keyed_counter_maps.h"
+#include "probes/collect/label_limits.h"
+#include "probes/collect/probe_attacher.h"
+#include "probes/kernel/kernel_features.h"
+
+struct slabinfo_readers_bpf;
+struct bpf_link;
+
+namespace kpath {
+
+class SlabinfoReadersProbe final : public Collector, public AttachableProbe {
+ public:
+  static constexpr std::string_view kName = "slabinfo_readers";
+  // The kernel's open method of /proc/slabinfo (mm/slab_common.c).
+  static constexpr std::string_view kOpenFunction = "slabinfo_open";
+
+  SlabinfoReadersProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed, LabelLimits labels);
+  ~SlabinfoReadersProbe() override;
+
+  // Collector
+  std::string_view Name() const override { return kName; }
+  absl::Status Start() override;
+  absl::Status Collect(MetricFamilies& out) override;
+  void Stop() override { Detach(); }
+  std::vector<ProbeState> Probes() const override { return {state_}; }
+  std::vector<OwnBpfProgram> Programs() const override;
+  void SetLabelLimits(const LabelLimits& labels) override;
+  std::string StatusFragment() const override { return status_; }
+
+  // AttachableProbe
+  std::string_view ProbeName() const override { return kName; }
+  std::vector<AttachPlan> Plans() const override;
+  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  void Detach() override;
+
+ private:
+  // The open syscalls this kernel has, with where their filename argument is ("openat" -> 1).
+  std::vector<std::pair<std::string, int>> OpenSyscalls(KernelFeatures& kernel, std::string* why);
+
+  KernelFeatures& kernel_;
+  std::vector<Mechanism> allowed_;
+  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
+  OwnedSkeleton<slabinfo_readers_bpf> skel_{nullptr, nullptr};
+  std::vector<OwnedLink> links_;
+  std::optional<KeyedCounterMaps> counts_;
+  int unreadable_fd_ = -1;
+  FoldedCounters readers_;
+  std::string status_;
+};
+
+}  // namespace kpath

@@ -1,0 +1,73 @@
+#include "probes/cgroups/cgroup_churn_probe.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "probes/cgroups/cgroup_churn.h"
+#include "probes/kernel/kernel_features.h"
+
+namespace kpath {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kLinux618 = fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
+
+cgroup_churn_key Key(const std::string& comm, const std::string& tail, bool truncated = false) {
+  cgroup_churn_key key;
+  std::memset(&key, 0, sizeof(key));
+  std::memcpy(key.comm, comm.data(), std::min(comm.size(), sizeof(key.comm)));
+  std::memcpy(key.path_tail, tail.data(), std::min(tail.size(), sizeof(key.path_tail) - 1));
+  key.truncated = truncated ? 1 : 0;
+  return key;
+}
+
+TEST_CASE("a counted key becomes its process and folded unit", "[cgroups][churn]") {
+  CHECK(CgroupChurnLabels(Key("systemd", "/system.slice/run-u4711.service")) ==
+        std::vector<std::string>{"systemd", "run-*.service"});
+  CHECK(CgroupChurnLabels(Key("kpath-churner", "/kpath-test.slice/kpath-churn.service")) ==
+        std::vector<std::string>{"kpath-churner", "kpath-churn.service"});
+  CHECK(CgroupChurnLabels(Key("containerd", "/")) ==
+        std::vector<std::string>{"containerd", "none"});
+  // The kernel keeps a NUL in the 16 bytes; the read is bounded even without one.
+  CHECK(CgroupChurnLabels(Key("0123456789abcdef", "/a.slice"))[0] == "0123456789abcdef");
+  CHECK(CgroupChurnLabels(Key("x", "ice/kpath-churn.service", true))[1] == "kpath-churn.service");
+}
+
+TEST_CASE("label values are valid UTF-8 whatever the bytes", "[cgroups][churn]") {
+  // "进程" cut in its last character by the 15-byte comm limit, and a control character.
+  std::string comm = "\xe8\xbf\x9b\xe7\xa8";
+  CHECK(CgroupChurnLabels(Key(comm, "/"))[0] == "\xe8\xbf\x9b??");
+  CHECK(CgroupChurnLabels(Key("a\tb", "/"))[0] == "a?b");
+  CHECK(CgroupChurnLabels(Key("\xe8\xbf\x9b\xe7\xa8\x8b", "/"))[0] == "\xe8\xbf\x9b\xe7\xa8\x8b");
+}
+
+TEST_CASE("the STATUS fragment gives the churn rate and the busiest unit", "[cgroups][churn]") {
+  CHECK(CgroupChurnStatus(std::nullopt, "foo.service").empty());
+  CHECK(CgroupChurnStatus(12.3, "foo.service") == "cgroup churn 12/s (top unit foo.service)");
+  CHECK(CgroupChurnStatus(0.25, "run-*.service") == "cgroup churn 0.2/s (top unit run-*.service)");
+  CHECK(CgroupChurnStatus(2.0, "a.service") == "cgroup churn 2/s (top unit a.service)");
+  CHECK(CgroupChurnStatus(0.0, "foo.service") == "cgroup churn 0/s");
+  CHECK(CgroupChurnStatus(-0.4, "") == "cgroup churn 0/s");
+  CHECK(CgroupChurnStatus(5.0, "") == "cgroup churn 5/s");
+}
+
+TEST_CASE("on the 6.18 fixture tree (no BTF) only the classic tracepoint is supported",
+          "[cgroups][churn]") {
+  LiveKernelFeatures kernel(HostPaths(kLinux618 / "proc", kLinux618 / "sys"), /*may_mount=*/false);
+  CgroupChurnProbe probe(kernel, {});
+  std::vector<AttachPlan> plans = probe.Plans();
+  REQUIRE(plans.size() == 3);
+  CHECK(plans[0].mechanism == Mechanism::kTpBtf);
+  CHECK(plans[1].mechanism == Mechanism::kRawTp);
+  CHECK(plans[2].mechanism == Mechanism::kTracepoint);
+  CHECK(plans[0].target == "cgroup:cgroup_mkdir/cgroup_rmdir");
+  CHECK_FALSE(probe.Supported(plans[0], kernel).ok());
+  CHECK(probe.Supported(plans[2], kernel).ok());
+  CHECK(probe.Supported({Mechanism::kKprobe, "cgroup_mkdir"}, kernel).code() ==
+        absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace kpath
