@@ -10,6 +10,25 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+/* The first argument of a kprobed function, read from pt_regs without CO-RE: vmlinux.h's
+ * struct pt_regs carries preserve_access_index, and a single CO-RE relocation makes libbpf demand
+ * kernel BTF for the whole object, so even its tracepoint programs would not load on a kernel
+ * without BTF. The register layout is each architecture's user ABI (asm/ptrace.h); these structs
+ * come after vmlinux.h's attribute pragma and are plain C. */
+#if defined(__TARGET_ARCH_x86)
+struct kpath_user_regs {
+  unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di;
+};
+#define KPATH_KPROBE_ARG1(ctx) (((const struct kpath_user_regs *)(ctx))->di)
+#elif defined(__TARGET_ARCH_arm64)
+struct kpath_user_regs {
+  unsigned long regs[31];
+};
+#define KPATH_KPROBE_ARG1(ctx) (((const struct kpath_user_regs *)(ctx))->regs[0])
+#else
+#error "kpathd BPF: unsupported architecture"
+#endif
+
 /* Reads a classic-tracepoint field at an offset learnt from the event's format file at start, so
  * the same program serves every kernel's layout, with or without BTF. */
 static __always_inline __u64 kpath_tp_field(void *ctx, __u32 offset, __u32 size) {

@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -26,6 +27,16 @@ absl::StatusOr<BpfProgramRunStats> ReadBpfProgramRunStats(int prog_fd) {
 bool KernelBpfStatsEnabled(const HostPaths& paths) {
   auto text = ReadFileToString(paths.Proc("sys/kernel/bpf_stats_enabled"), 64);
   return text.ok() && absl::StripAsciiWhitespace(*text) == "1";
+}
+
+namespace {
+std::atomic<int> bpf_stats_holds{0};
+}  // namespace
+
+void NoteBpfStatsHeldByKpathd(bool held) { bpf_stats_holds.fetch_add(held ? 1 : -1); }
+
+bool BpfRunStatsComplete(const HostPaths& paths) {
+  return bpf_stats_holds.load() > 0 || KernelBpfStatsEnabled(paths);
 }
 
 }  // namespace kpath

@@ -67,11 +67,15 @@ void FoldedCounters::EndInterval() {
       activity_[i][values[i]] += static_cast<double>(deltas.empty() ? 0 : deltas[0]) + 1e-2;
     }
   }
-  // Each label's top-N by activity; ties broken by name for determinism.
+  // Each label's top-N by activity. Values already exported rank with twice their activity, so
+  // membership changes only when a newcomer is clearly busier (every change moves a series into
+  // "other"). Ties are broken by name for determinism.
   for (size_t i = 0; i < labels_.size(); ++i) {
     std::vector<std::pair<double, std::string>> ranked;
     ranked.reserve(activity_[i].size());
-    for (const auto& [value, score] : activity_[i]) ranked.emplace_back(score, value);
+    for (const auto& [value, score] : activity_[i]) {
+      ranked.emplace_back(selected_[i].count(value) ? 2 * score : score, value);
+    }
     size_t n = std::min(top_n_[i], ranked.size());
     std::partial_sort(ranked.begin(), ranked.begin() + static_cast<long>(n), ranked.end(),
                       [](const auto& a, const auto& b) {
@@ -96,16 +100,14 @@ void FoldedCounters::EndInterval() {
 }
 
 void FoldedCounters::Evict() {
-  size_t limit = budget();
-  if (series_.size() <= limit) return;
-  // Stale series: some label value no longer selected. Oldest first.
-  std::vector<std::pair<uint64_t, std::vector<std::string>>> stale;
+  // A series one of whose values left its label's top-N is added into its "other" form at once:
+  // every label shows at most top_n values besides "other", totals stay exact, and the "other"
+  // series only grows.
+  std::vector<std::vector<std::string>> stale;
   for (const auto& [key, values] : series_) {
-    if (Fold(key) != key) stale.emplace_back(last_update_[key], key);
+    if (Fold(key) != key) stale.push_back(key);
   }
-  std::sort(stale.begin(), stale.end());
-  for (const auto& [when, key] : stale) {
-    if (series_.size() <= limit) break;
+  for (const auto& key : stale) {
     std::vector<std::string> target = Fold(key);
     std::vector<uint64_t> moved = std::move(series_[key]);
     series_.erase(key);
@@ -113,7 +115,7 @@ void FoldedCounters::Evict() {
     std::vector<uint64_t>& t = series_[target];
     t.resize(fields_, 0);
     for (size_t f = 0; f < fields_; ++f) t[f] += moved[f];
-    last_update_.try_emplace(target, when);
+    last_update_.try_emplace(target, interval_);
   }
 }
 

@@ -2,9 +2,10 @@
 // rest folded into "other"). Each label keeps the N values with the most recent activity (an
 // exponentially decayed count of field 0). Guarantees:
 //  - exact totals: the sum over exported series always equals everything ever added;
-//  - monotonic series: a series only grows (counts move between series only by eviction, which
-//    adds a stale series' total into its "other" form);
-//  - bounded series: at most prod(top_n[i] + 1) series per family.
+//  - bounded labels: every label shows at most top_n values besides "other" (so at most
+//    prod(top_n[i] + 1) series); a value that leaves the top-N has its series added into the
+//    "other" form at once (membership is sticky: a newcomer must be twice as busy to displace);
+//  - monotonic series: a series only grows while it exists.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ class FoldedCounters {
   // Adds deltas that have no key (a full BPF map's overflow): they go to the all-"other" series.
   void AddOther(std::span<const uint64_t> deltas);
   // Ends the interval: updates activity, picks each label's top-N, folds the interval's deltas
-  // into the exported series, and evicts stale series beyond the budget.
+  // into the exported series, and folds series whose values left the top-N into "other".
   void EndInterval();
 
   // Appends one sample per exported series for counter `field` (labels in constructor order).

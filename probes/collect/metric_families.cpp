@@ -2,6 +2,8 @@
 
 #include <limits>
 
+#include "probes/collect/label_values.h"
+
 namespace kpath {
 
 FamilyBuilder::FamilyBuilder(std::string name, std::string help, prometheus::MetricType type) {
@@ -14,7 +16,7 @@ namespace {
 prometheus::ClientMetric WithLabels(const LabelPairs& labels) {
   prometheus::ClientMetric m;
   m.label.reserve(labels.size());
-  for (const auto& [k, v] : labels) m.label.push_back({k, v});
+  for (const auto& [k, v] : labels) m.label.push_back({k, SanitizeLabelValue(v)});
   return m;
 }
 }  // namespace

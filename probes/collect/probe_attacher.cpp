@@ -53,6 +53,15 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
   return ProbeState{std::string(probe.ProbeName()), Mechanism::kNone, why};
 }
 
+absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
+                        const std::vector<Mechanism>& allowed, ProbeState& state) {
+  state = AttachFirstSupported(probe, kernel, allowed);
+  if (state.mechanism == Mechanism::kNone) {
+    return absl::UnavailableError(fmt::format("not attached: {}", state.detail));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 int LibbpfPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
   char buf[1024];

@@ -32,6 +32,11 @@ class AttachableProbe {
 ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
                                 const std::vector<Mechanism>& allowed);
 
+// AttachFirstSupported for a collector's Start(): records the outcome in `state` and returns
+// Unavailable with every reason when nothing attached (the collector then reports success 0).
+absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
+                        const std::vector<Mechanism>& allowed, ProbeState& state);
+
 // Routes libbpf's own messages to spdlog at debug level: a fallback that fails is expected and
 // already summarised by AttachFirstSupported, so libbpf's details are for --log-level debug.
 void RouteLibbpfLogsToSpdlog();

@@ -505,6 +505,45 @@ bool LiveKernelFeatures::BtfHasFunction(std::string_view name) {
   return btf__find_by_name_kind(btf, std::string(name).c_str(), BTF_KIND_FUNC) > 0;
 }
 
+std::optional<std::vector<std::string>> LiveKernelFeatures::BtfFunctionParams(
+    std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  struct btf* btf = VmlinuxBtf();
+  if (btf == nullptr || name.empty()) return std::nullopt;
+  int id = btf__find_by_name_kind(btf, std::string(name).c_str(), BTF_KIND_FUNC);
+  if (id <= 0) return std::nullopt;
+  // FUNC -> FUNC_PROTO, whose params carry the names.
+  const struct btf_type* proto = btf__type_by_id(btf, btf__type_by_id(btf, id)->type);
+  if (proto == nullptr || !btf_is_func_proto(proto)) return std::nullopt;
+  std::vector<std::string> params;
+  const struct btf_param* param = btf_params(proto);
+  for (int i = 0; i < btf_vlen(proto); ++i) {
+    const char* param_name = btf__name_by_offset(btf, param[i].name_off);
+    params.emplace_back(param_name != nullptr ? param_name : "");
+  }
+  return params;
+}
+
+std::optional<uint32_t> LiveKernelFeatures::BtfMemberOffset(std::string_view struct_name,
+                                                            std::string_view member) {
+  std::lock_guard<std::mutex> lock(mu_);
+  struct btf* btf = VmlinuxBtf();
+  if (btf == nullptr || struct_name.empty() || member.empty()) return std::nullopt;
+  int id = btf__find_by_name_kind(btf, std::string(struct_name).c_str(), BTF_KIND_STRUCT);
+  if (id <= 0) return std::nullopt;
+  const struct btf_type* t = btf__type_by_id(btf, id);
+  const struct btf_member* m = btf_members(t);
+  for (int i = 0; i < btf_vlen(t); ++i) {
+    const char* name = btf__name_by_offset(btf, m[i].name_off);
+    if (name != nullptr && member == name) {
+      uint32_t bits = btf_member_bit_offset(t, static_cast<uint32_t>(i));
+      if (bits % 8 != 0) return std::nullopt;  // a bitfield: no byte offset
+      return bits / 8;
+    }
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::filesystem::path> LiveKernelFeatures::TracefsLocked() {
   if (tracefs_) return *tracefs_;
   const std::filesystem::path candidates[] = {paths_.Sys("kernel/tracing"),

@@ -93,6 +93,21 @@ class KernelFeatures {
   virtual std::optional<int> BtfTracepointArgs(std::string_view event) = 0;
   // A function of that exact name exists in vmlinux BTF (what fentry can attach to).
   virtual bool BtfHasFunction(std::string_view name) = 0;
+  // Parameter names of a function's prototype in vmlinux BTF, in order; nullopt without BTF or
+  // without that function. Tells argument layouts apart where a function's signature changed
+  // (do_madvise gained a leading `mm` when process_madvise came). Not pure: fakes may omit it.
+  virtual std::optional<std::vector<std::string>> BtfFunctionParams(std::string_view name) {
+    (void)name;
+    return std::nullopt;
+  }
+  // Byte offset of a member of a struct in vmlinux BTF (task_struct.comm); nullopt without BTF,
+  // without that struct or member. Not pure: fakes may omit it.
+  virtual std::optional<uint32_t> BtfMemberOffset(std::string_view struct_name,
+                                                  std::string_view member) {
+    (void)struct_name;
+    (void)member;
+    return std::nullopt;
+  }
   // The tracefs root (mounting it at <sysfs>/kernel/tracing if absent and allowed).
   virtual absl::StatusOr<std::filesystem::path> Tracefs() = 0;
   // A classic tracepoint's format; NotFound when the kernel lacks it, another error when tracefs
@@ -122,6 +137,9 @@ class LiveKernelFeatures final : public KernelFeatures {
   bool HasVmlinuxBtf() override;
   std::optional<int> BtfTracepointArgs(std::string_view event) override;
   bool BtfHasFunction(std::string_view name) override;
+  std::optional<std::vector<std::string>> BtfFunctionParams(std::string_view name) override;
+  std::optional<uint32_t> BtfMemberOffset(std::string_view struct_name,
+                                          std::string_view member) override;
   absl::StatusOr<std::filesystem::path> Tracefs() override;
   absl::StatusOr<TracepointFormat> Tracepoint(std::string_view category,
                                               std::string_view event) override;

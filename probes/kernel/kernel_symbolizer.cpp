@@ -4,6 +4,18 @@
 
 namespace kpath {
 
+bool IsLinkerMarkerSymbol(std::string_view name) {
+  // Section boundaries the linker exports as text symbols (_stext, _etext, _sinittext,
+  // _einittext, __entry_text_end, __start_*/__stop_*, ...): an address "inside" one of them lies
+  // past the last real function before it, e.g. in a BPF program or trampoline.
+  if (name.starts_with("__start_") || name.starts_with("__stop_")) return true;
+  if (name.size() >= 5 && name.front() == '_' && name.ends_with("text")) {
+    std::string_view core = name.substr(name.find_first_not_of('_'));
+    return core.starts_with("s") || core.starts_with("e") || core == "text";
+  }
+  return name.ends_with("_text_end") || name.ends_with("_text_start") || name == "_end";
+}
+
 absl::Status KernelSymbolizer::Refresh() {
   // Without module support the file is absent: the kernel's symbols never change then.
   absl::StatusOr<std::string> modules = ReadFileToString(paths_.Proc("modules"));
@@ -29,7 +41,8 @@ const std::string& KernelSymbolizer::Symbolize(uint64_t address) {
   if (it != memo_.end()) return it->second;
   std::string name = "unknown";
   if (index_ && !index_->AddressesHidden() && address != 0) {
-    if (std::optional<std::string> fn = index_->Symbolize(address)) name = *fn;
+    std::optional<std::string> fn = index_->Symbolize(address);
+    if (fn && !IsLinkerMarkerSymbol(*fn)) name = *fn;
   }
   // Bounded: distinct call sites are few; a runaway (random addresses) resets the memo.
   if (memo_.size() > 100000) memo_.clear();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "absl/status/status.h"
@@ -13,6 +14,9 @@
 #include "probes/kernel/kernel_features.h"
 
 namespace kpath {
+
+// Section boundaries exported as text symbols (_etext, _einittext, __entry_text_end, ...).
+bool IsLinkerMarkerSymbol(std::string_view name);
 
 class KernelSymbolizer {
  public:

@@ -25,9 +25,14 @@ const volatile __u32 tp_bytes_alloc_size = 0;
 const volatile __u32 tp_call_site_offset = 0; /* 0 when the field is absent */
 const volatile __u32 tp_ptr_offset = 0;
 const volatile __u32 tp_free_ptr_offset = 0;
+/* Name callers from stack samples even where the tracepoint has call_site (configuration
+ * percpu.caller_from_stack): the path kernels before 5.19 take, testable on newer ones. */
+const volatile bool caller_from_stack_always = false;
 
-KPATH_KEYED_COUNTERS(alloc_counts, struct percpu_alloc_key, struct percpu_alloc_value, 1024)
-KPATH_KEYED_COUNTERS(caller_balance, struct percpu_caller, struct percpu_balance_value, 1024)
+/* 512 keys per interval: per-CPU hashes preallocate entries x CPUs x 16 bytes of Percpu memory
+ * (1 MiB for both buffers of both maps on a 64-CPU host); keys beyond it are counted as "other". */
+KPATH_KEYED_COUNTERS(alloc_counts, struct percpu_alloc_key, struct percpu_alloc_value, 512)
+KPATH_KEYED_COUNTERS(caller_balance, __u64, struct percpu_balance_value, 512)
 
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
@@ -36,6 +41,14 @@ struct {
   __type(value, struct percpu_live_alloc);
 } live_allocs SEC(".maps");
 
+/* Kernel stacks of callers on layouts without call_site; ids are stable per distinct stack. */
+struct {
+  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(max_entries, 4096);
+  __uint(key_size, sizeof(__u32));
+  __uint(value_size, PERCPU_CALLER_FRAMES * sizeof(__u64));
+} caller_stacks SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, PERCPU_EVENT_MAX);
@@ -43,47 +56,36 @@ struct {
   __type(value, __u64);
 } events SEC(".maps");
 
-/* Scratch space for the key (too big for the 512-byte stack with the stack sample). */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct percpu_alloc_key);
-} scratch SEC(".maps");
-
 static __always_inline void count_event(__u32 event) {
   __u64 *n = bpf_map_lookup_elem(&events, &event);
   if (n) *n += 1;
 }
 
-static __always_inline struct percpu_alloc_key *new_key(void) {
-  __u32 zero = 0;
-  struct percpu_alloc_key *key = bpf_map_lookup_elem(&scratch, &zero);
-  if (!key) return NULL;
-  __builtin_memset(key, 0, sizeof(*key));
-  bpf_get_current_comm(key->comm, sizeof(key->comm));
-  return key;
-}
-
-/* Fills the caller from the kernel stack (layouts without call_site, fentry, kprobe). */
-static __always_inline void caller_from_stack(void *ctx, struct percpu_alloc_key *key) {
-  if (bpf_get_stack(ctx, key->caller.frames, sizeof(key->caller.frames), 0) < 0)
+/* The caller word from a stack sample (layouts without call_site, fentry, kprobe). */
+static __always_inline __u64 caller_from_stack(void *ctx) {
+  long id = bpf_get_stackid(ctx, &caller_stacks, 0);
+  if (id < 0) {
     count_event(PERCPU_EVENT_STACK_ERROR);
+    return 0;
+  }
+  return (__u64)id + 1;
 }
 
-static __always_inline void count_alloc(struct percpu_alloc_key *key, __u64 bytes, __u64 ptr) {
-  struct percpu_alloc_value *v = alloc_counts_slot(key);
+static __always_inline void count_alloc(__u64 caller, __u64 bytes, __u64 ptr) {
+  struct percpu_alloc_key key = {.caller = caller};
+  bpf_get_current_comm(key.comm, sizeof(key.comm));
+  struct percpu_alloc_value *v = alloc_counts_slot(&key);
   if (v) {
     v->allocs += 1;
     v->bytes += bytes;
   }
   if (!ptr) return; /* entry probes (fentry, kprobe) do not know the pointer yet */
-  struct percpu_live_alloc live = {.bytes = bytes, .caller = key->caller};
+  struct percpu_live_alloc live = {.bytes = bytes, .caller = caller};
   if (bpf_map_update_elem(&live_allocs, &ptr, &live, BPF_ANY) != 0) {
     count_event(PERCPU_EVENT_LIVE_MAP_FULL);
     return;
   }
-  struct percpu_balance_value *b = caller_balance_slot(&key->caller);
+  struct percpu_balance_value *b = caller_balance_slot(&caller);
   if (b) b->allocated_bytes += bytes;
 }
 
@@ -93,7 +95,8 @@ static __always_inline void count_free(__u64 ptr) {
     count_event(PERCPU_EVENT_UNTRACKED_FREE);
     return;
   }
-  struct percpu_balance_value *b = caller_balance_slot(&live->caller);
+  __u64 caller = live->caller;
+  struct percpu_balance_value *b = caller_balance_slot(&caller);
   if (b) b->freed_bytes += live->bytes;
   bpf_map_delete_elem(&live_allocs, &ptr);
 }
@@ -104,19 +107,14 @@ static __always_inline void count_free(__u64 ptr) {
   int BPF_PROG(percpu_alloc_##suffix, unsigned long call_site, bool reserved, bool is_atomic,  \
                size_t size, size_t align, void *base_addr, int off, void *ptr,                 \
                size_t bytes_alloc) {                                                           \
-    struct percpu_alloc_key *key = new_key();                                                  \
-    if (!key) return 0;                                                                        \
-    key->caller.frames[0] = call_site;                                                         \
-    count_alloc(key, bytes_alloc, (__u64)ptr);                                                 \
+    __u64 caller = caller_from_stack_always ? caller_from_stack(ctx) : call_site;              \
+    count_alloc(caller, bytes_alloc, (__u64)ptr);                                              \
     return 0;                                                                                  \
   }                                                                                            \
   SEC(sec)                                                                                     \
   int BPF_PROG(percpu_alloc_##suffix##_legacy, bool reserved, bool is_atomic, size_t size,     \
                size_t align, void *base_addr, int off, void *ptr) {                            \
-    struct percpu_alloc_key *key = new_key();                                                  \
-    if (!key) return 0;                                                                        \
-    caller_from_stack(ctx, key);                                                               \
-    count_alloc(key, (__u64)size * nr_possible_cpus, (__u64)ptr);                              \
+    count_alloc(caller_from_stack(ctx), (__u64)size * nr_possible_cpus, (__u64)ptr);           \
     return 0;                                                                                  \
   }
 
@@ -125,20 +123,16 @@ PERCPU_ALLOC_PROGRAMS("raw_tp/percpu_alloc_percpu", raw_tp)
 
 SEC("tp/percpu/percpu_alloc_percpu")
 int percpu_alloc_tracepoint(void *ctx) {
-  struct percpu_alloc_key *key = new_key();
-  if (!key) return 0;
   __u64 bytes;
   if (tp_bytes_alloc_offset) {
     bytes = kpath_tp_field(ctx, tp_bytes_alloc_offset, tp_bytes_alloc_size);
   } else {
     bytes = kpath_tp_field(ctx, tp_size_offset, tp_size_size) * nr_possible_cpus;
   }
-  if (tp_call_site_offset) {
-    key->caller.frames[0] = kpath_tp_field(ctx, tp_call_site_offset, 8);
-  } else {
-    caller_from_stack(ctx, key);
-  }
-  count_alloc(key, bytes, kpath_tp_field(ctx, tp_ptr_offset, 8));
+  __u64 caller = tp_call_site_offset && !caller_from_stack_always
+                     ? kpath_tp_field(ctx, tp_call_site_offset, 8)
+                     : caller_from_stack(ctx);
+  count_alloc(caller, bytes, kpath_tp_field(ctx, tp_ptr_offset, 8));
   return 0;
 }
 
@@ -162,21 +156,20 @@ int percpu_free_tracepoint(void *ctx) {
 
 /* The allocator's first argument is the per-CPU size in every variant
  * (pcpu_alloc_noprof, pcpu_alloc, __alloc_percpu_gfp); the target is set in user space. At entry
- * the pointer is not known yet, so these mechanisms count allocations but cannot match frees. */
+ * the pointer is not known yet, so these mechanisms count allocations but cannot match frees.
+ * The allocator rounds the size up to PCPU_MIN_ALLOC_SIZE (4) before allocating (and before its
+ * tracepoint reports `size`): so do these. */
+#define PERCPU_ALLOCATED_SIZE(size) (((__u64)(size) + 3) & ~3ULL)
+
 SEC("fentry")
 int BPF_PROG(percpu_alloc_fentry, size_t size) {
-  struct percpu_alloc_key *key = new_key();
-  if (!key) return 0;
-  caller_from_stack(ctx, key);
-  count_alloc(key, (__u64)size * nr_possible_cpus, 0);
+  count_alloc(caller_from_stack(ctx), PERCPU_ALLOCATED_SIZE(size) * nr_possible_cpus, 0);
   return 0;
 }
 
 SEC("kprobe")
-int BPF_KPROBE(percpu_alloc_kprobe, size_t size) {
-  struct percpu_alloc_key *key = new_key();
-  if (!key) return 0;
-  caller_from_stack(ctx, key);
-  count_alloc(key, (__u64)size * nr_possible_cpus, 0);
+int percpu_alloc_kprobe(struct pt_regs *ctx) {
+  __u64 size = KPATH_KPROBE_ARG1(ctx);
+  count_alloc(caller_from_stack(ctx), PERCPU_ALLOCATED_SIZE(size) * nr_possible_cpus, 0);
   return 0;
 }

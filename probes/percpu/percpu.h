@@ -2,19 +2,20 @@
 #ifndef KPATH_PERCPU_H
 #define KPATH_PERCPU_H
 
-/* Return addresses kept to name the caller. The 5.19+ tracepoint gives call_site directly
- * (frames[0], the rest 0); elsewhere the kernel stack is sampled and user space picks the first
- * frame outside the allocator and the tracing plumbing. */
-#define PERCPU_CALLER_FRAMES 8
-
-struct percpu_caller {
-  __u64 frames[PERCPU_CALLER_FRAMES];
-};
+/* A caller is one word, so keys stay small and cheap to hash on every allocation:
+ *  - the tracepoint's call_site (Linux 5.19+), a kernel text address, always at or above
+ *    0xffff000000000000 on x86_64 and arm64; or
+ *  - id + 1 below 2^32: an id in the `caller_stacks` stack-trace map, for layouts and mechanisms
+ *    without call_site; user space reads the frames and picks the first one outside the
+ *    allocator and the tracing plumbing.
+ *  - 0: unknown. */
+#define PERCPU_CALLER_IS_STACK(caller) ((caller) != 0 && ((caller) >> 32) == 0)
+#define PERCPU_CALLER_FRAMES 12 /* frames kept per stack sample */
 
 /* Allocations by process and caller (KPATH_KEYED_COUNTERS alloc_counts). */
 struct percpu_alloc_key {
   char comm[16];
-  struct percpu_caller caller;
+  __u64 caller;
 };
 
 struct percpu_alloc_value {
@@ -25,11 +26,11 @@ struct percpu_alloc_value {
 /* A live allocation, by its percpu pointer, until percpu_free_percpu names it. */
 struct percpu_live_alloc {
   __u64 bytes;
-  struct percpu_caller caller;
+  __u64 caller;
 };
 
 /* Per caller: bytes of tracked allocations and of their frees (KPATH_KEYED_COUNTERS
- * caller_balance). Outstanding = allocated - freed, summed in user space. */
+ * caller_balance, keyed by the caller word). Outstanding = allocated - freed. */
 struct percpu_balance_value {
   __u64 allocated_bytes;
   __u64 freed_bytes;
@@ -39,7 +40,7 @@ struct percpu_balance_value {
 enum percpu_event {
   PERCPU_EVENT_LIVE_MAP_FULL = 0, /* allocation not tracked: its free cannot be matched */
   PERCPU_EVENT_UNTRACKED_FREE,    /* free of memory allocated before kpathd or not tracked */
-  PERCPU_EVENT_STACK_ERROR,       /* bpf_get_stack failed: caller unknown */
+  PERCPU_EVENT_STACK_ERROR,       /* no stack id: caller unknown */
   PERCPU_EVENT_MAX,
 };
 

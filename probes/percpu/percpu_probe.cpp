@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "percpu.skel.h"
 #include "probes/collect/human_units.h"
+#include "probes/collect/label_values.h"
 #include "probes/percpu/percpu.h"
 #include "spdlog/spdlog.h"
 
@@ -23,18 +24,8 @@ namespace {
 constexpr std::string_view kAllocatorFunctions[] = {"pcpu_alloc_noprof", "pcpu_alloc",
                                                     "__alloc_percpu_gfp"};
 
-absl::Status LibbpfError(std::string_view step, int err) {
-  err = err < 0 ? -err : err;
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      fmt::format("{}: {} (errno {})", step, std::strerror(err), err));
-}
-
 std::string TracepointName(std::string_view event) {
   return fmt::format("{}:{}", PercpuAllocProbe::kCategory, event);
-}
-
-std::string CommString(const char* comm, size_t size) {
-  return std::string(comm, strnlen(comm, size));
 }
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
@@ -67,11 +58,6 @@ std::string PercpuCallerName(std::span<const unsigned long long> frames,
   }
   return "unknown";
 }
-
-void PercpuAllocProbe::SkeletonDeleter::operator()(percpu_bpf* skel) const {
-  percpu_bpf__destroy(skel);
-}
-void PercpuAllocProbe::LinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
 PercpuAllocProbe::PercpuAllocProbe(KernelFeatures& kernel, HostPaths paths,
                                    PercpuProbeOptions options)
@@ -155,7 +141,7 @@ absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan, KernelFeatures&
 
 absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
   Detach();
-  std::unique_ptr<percpu_bpf, SkeletonDeleter> skel(percpu_bpf__open());
+  OwnedSkeleton<percpu_bpf> skel(percpu_bpf__open(), percpu_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
 
   bool legacy = false;
@@ -215,6 +201,7 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
     bpf_program__set_autoload(prog, prog == alloc || prog == free);
   }
   skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel.PossibleCpus());
+  skel->rodata->caller_from_stack_always = options_.caller_from_stack;
   if (int err = bpf_map__set_max_entries(skel->maps.live_allocs,
                                          std::max<uint32_t>(options_.max_tracked_allocations, 1));
       err) {
@@ -223,7 +210,7 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
 
   if (int err = percpu_bpf__load(skel.get()); err) return LibbpfError("load", err);
 
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links;
+  std::vector<OwnedLink> links;
   // The free program first: an allocation is never tracked without its free being watched.
   for (bpf_program* p : {free, alloc}) {
     if (!p) continue;
@@ -269,10 +256,7 @@ absl::Status PercpuAllocProbe::Start() {
   if (absl::Status s = symbols_.Refresh(); !s.ok()) {
     spdlog::warn("probe {}: callers will be \"unknown\": {}", kName, std::string(s.message()));
   }
-  state_ = AttachFirstSupported(*this, kernel_, options_.allowed);
-  if (state_.mechanism == Mechanism::kNone) {
-    return absl::UnavailableError(fmt::format("not attached: {}", state_.detail));
-  }
+  if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
   if (!tracks_frees_) {
     spdlog::info(
         "probe {}: {} sees allocations at entry, without their pointer: "
@@ -284,6 +268,29 @@ absl::Status PercpuAllocProbe::Start() {
 
 std::vector<OwnBpfProgram> PercpuAllocProbe::Programs() const { return programs_; }
 
+const std::string& PercpuAllocProbe::CallerName(uint64_t caller) {
+  // Names change only when kallsyms is reloaded (a module came or went).
+  if (symbols_.reloads() != caller_names_generation_) {
+    caller_names_.clear();
+    caller_names_generation_ = symbols_.reloads();
+  }
+  auto it = caller_names_.find(caller);
+  if (it != caller_names_.end()) return it->second;
+  std::string name = "unknown";
+  if (PERCPU_CALLER_IS_STACK(caller)) {
+    __u32 id = static_cast<__u32>(caller - 1);
+    std::array<unsigned long long, PERCPU_CALLER_FRAMES> frames{};
+    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.caller_stacks), &id, frames.data()) == 0) {
+      name = PercpuCallerName(frames, symbols_);
+    }
+  } else if (caller != 0) {
+    unsigned long long site[1] = {caller};
+    name = PercpuCallerName(site, symbols_);
+  }
+  if (caller_names_.size() > 100000) caller_names_.clear();
+  return caller_names_.emplace(caller, std::move(name)).first->second;
+}
+
 absl::Status PercpuAllocProbe::DrainCounters() {
   // Allocations by (comm, caller); the interval's biggest consumer feeds the STATUS line.
   std::string top_key;
@@ -294,8 +301,8 @@ absl::Status PercpuAllocProbe::DrainCounters() {
       return;
     }
     const auto* k = static_cast<const percpu_alloc_key*>(key);
-    std::string comm = CommString(k->comm, sizeof(k->comm));
-    std::string caller = PercpuCallerName(k->caller.frames, symbols_);
+    std::string comm = CommLabel(k->comm, sizeof(k->comm));
+    std::string caller = CallerName(k->caller);
     if (sums[1] > top_bytes) {
       top_bytes = sums[1];
       top_key = fmt::format("{}/{}", comm, caller);
@@ -316,9 +323,8 @@ absl::Status PercpuAllocProbe::DrainCounters() {
 
   if (!tracks_frees_) return absl::OkStatus();
   return balance_maps_->Drain([&](const void* key, std::span<const uint64_t> sums) {
-    std::string caller =
-        key ? PercpuCallerName(static_cast<const percpu_caller*>(key)->frames, symbols_)
-            : std::string(FoldedCounters::kOther);
+    std::string caller = key ? CallerName(*static_cast<const __u64*>(key))
+                             : std::string(FoldedCounters::kOther);
     outstanding_[caller] += static_cast<int64_t>(sums[0]) - static_cast<int64_t>(sums[1]);
   });
 }

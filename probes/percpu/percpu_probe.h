@@ -6,10 +6,12 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "probes/collect/bpf_handles.h"
 #include "probes/collect/collector.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/keyed_counter_maps.h"
@@ -18,8 +20,6 @@
 #include "probes/kernel/kernel_symbolizer.h"
 
 struct percpu_bpf;
-struct bpf_link;
-struct percpu_caller;
 
 namespace kpath {
 
@@ -36,6 +36,7 @@ struct PercpuProbeOptions {
   std::vector<Mechanism> allowed;  // empty: all, in the probe's order
   LabelLimits labels;
   uint32_t max_tracked_allocations = 65536;  // live_allocs map size
+  bool caller_from_stack = false;            // name callers from stack samples always
 };
 
 class PercpuAllocProbe final : public Collector, public AttachableProbe {
@@ -70,26 +71,23 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   enum class Layout { kUnknown, kWithBytesAlloc, kLegacy };
   Layout TracepointLayout(KernelFeatures& kernel);
   absl::Status DrainCounters();
-
-  struct SkeletonDeleter {
-    void operator()(percpu_bpf* skel) const;
-  };
-  struct LinkDeleter {
-    void operator()(bpf_link* link) const;
-  };
+  // The function name of a caller word (see percpu.h: a call site or a stack id).
+  const std::string& CallerName(uint64_t caller);
 
   KernelFeatures& kernel_;
   HostPaths paths_;
   PercpuProbeOptions options_;
   ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
-  std::unique_ptr<percpu_bpf, SkeletonDeleter> skel_;
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links_;
+  OwnedSkeleton<percpu_bpf> skel_{nullptr, nullptr};
+  std::vector<OwnedLink> links_;
   std::vector<OwnBpfProgram> programs_;
   bool tracks_frees_ = false;
   std::optional<KeyedCounterMaps> alloc_maps_;
   std::optional<KeyedCounterMaps> balance_maps_;
 
   KernelSymbolizer symbols_;
+  std::unordered_map<uint64_t, std::string> caller_names_;
+  size_t caller_names_generation_ = 0;
   FoldedCounters allocs_;                       // {comm, caller} -> {allocs, bytes}
   std::map<std::string, int64_t> outstanding_;  // caller -> bytes allocated and not freed
   std::vector<uint64_t> events_;                // enum percpu_event, cumulative

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <random>
+#include <set>
 
 using namespace kpath;
 
@@ -96,4 +97,45 @@ TEST_CASE("series carry the label names in order", "[folding]") {
   CHECK(out[0].metric[0].label[0].value == "go");
   CHECK(out[0].metric[0].label[1].name == "advice");
   CHECK(out[0].metric[0].counter.value == 3);
+}
+
+TEST_CASE("every label shows at most its top-N values besides other", "[folding]") {
+  FoldedCounters c({"comm", "caller"}, {3, 2}, 1);
+  std::mt19937 rng(7);
+  uint64_t total = 0;
+  for (int interval = 0; interval < 100; ++interval) {
+    for (int k = 0; k < 40; ++k) {
+      uint64_t v = 1 + rng() % 50;
+      c.Add({"comm-" + std::to_string(rng() % 30), "fn-" + std::to_string(rng() % 9)}, D(v));
+      total += v;
+    }
+    c.EndInterval();
+    std::set<std::string> comms, callers;
+    for (const auto& [key, values] : c.series()) {
+      if (key[0] != FoldedCounters::kOther) comms.insert(key[0]);
+      if (key[1] != FoldedCounters::kOther) callers.insert(key[1]);
+    }
+    CHECK(comms.size() <= 3);
+    CHECK(callers.size() <= 2);
+    CHECK(SumSeries(c, 0) == total);
+  }
+}
+
+TEST_CASE("a value keeps its series unless a newcomer is twice as busy", "[folding]") {
+  FoldedCounters c({"comm"}, {1}, 1, /*decay=*/0.5);
+  c.Add({"steady"}, D(100));
+  c.EndInterval();
+  c.Add({"steady"}, D(100));
+  c.Add({"newcomer"}, D(150));  // busier, but not twice the incumbent's activity
+  c.EndInterval();
+  CHECK(c.series().count({"steady"}) == 1);
+  CHECK(c.series().count({"newcomer"}) == 0);
+  for (int i = 0; i < 3; ++i) {
+    c.Add({"newcomer"}, D(1000));
+    c.EndInterval();
+  }
+  CHECK(c.series().count({"newcomer"}) == 1);
+  CHECK(c.series().count({"steady"}) == 0);
+  // The steady series' total moved into "other"; nothing was lost.
+  CHECK(SumSeries(c, 0) == 100 + 100 + 150 + 3000);
 }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "probes/collect/label_values.h"
 #include "probes/collect/metric_families.h"
 #include "prometheus/text_serializer.h"
 
@@ -48,4 +49,20 @@ TEST_CASE("a builder is empty again after AppendTo", "[metrics]") {
   CHECK_FALSE(b.empty());
   b.AppendTo(out);
   CHECK(b.empty());
+}
+
+TEST_CASE("label values from kernel bytes are made valid UTF-8", "[metrics]") {
+  CHECK(SanitizeLabelValue("systemd") == "systemd");
+  CHECK(SanitizeLabelValue("kworker/0:1H") == "kworker/0:1H");
+  CHECK(SanitizeLabelValue("caf\xc3\xa9") == "caf\xc3\xa9");        // é
+  CHECK(SanitizeLabelValue("ab\xe4\xb8") == "ab??");                 // cut inside a character
+  CHECK(SanitizeLabelValue("a\xff" "b") == "a?b");                   // never valid
+  CHECK(SanitizeLabelValue("x\xc0\xaf") == "x??");                   // overlong '/'
+  CHECK(SanitizeLabelValue("t\tab\n") == "t?ab?");                    // control characters
+  CHECK(SanitizeLabelValue("\xed\xa0\x80") == "???");                // UTF-16 surrogate
+  const char comm[16] = {'g', 'o', '\xff', 0, 'x'};
+  CHECK(CommLabel(comm, sizeof(comm)) == "go?");
+  MetricFamilies out;
+  Gauge("kpath_g", "G.").Add({{"comm", "bad\xfe"}}, 1).AppendTo(out);
+  CHECK(out[0].metric[0].label[0].value == "bad?");
 }

@@ -60,3 +60,17 @@ TEST_CASE("without kallsyms every caller is unknown", "[percpu]") {
   unsigned long long frames[8] = {kMemCgroupCssAlloc};
   CHECK(PercpuCallerName(frames, symbols) == "unknown");
 }
+
+TEST_CASE("linker section markers are not functions", "[percpu][symbols]") {
+  for (const char* m : {"_stext", "_text", "_etext", "_sinittext", "_einittext",
+                        "__irqentry_text_end", "__entry_text_end", "__start___ksymtab",
+                        "__stop___param", "_end"}) {
+    INFO(m);
+    CHECK(IsLinkerMarkerSymbol(m));
+  }
+  for (const char* f : {"mem_cgroup_css_alloc", "pcpu_alloc_noprof", "set_text", "do_exit",
+                        "_raw_spin_lock", "__schedule", "text_poke", "ext4_read"}) {
+    INFO(f);
+    CHECK_FALSE(IsLinkerMarkerSymbol(f));
+  }
+}
