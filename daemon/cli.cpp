@@ -11,6 +11,7 @@ std::string UsageText() {
   kpathd [--config FILE] [--listen HOST:PORT] [--procfs-root DIR] [--sysfs-root DIR]
          [--log-level LEVEL]
   kpathd --check-config FILE
+  kpathd diagnose [--duration 30s] [--json] [--config FILE] [--log-level LEVEL]
   kpathd --version
 
 kpathd keeps eBPF probes attached and samples /proc to catch kernel pathologies (percpu memory
@@ -25,6 +26,10 @@ Options:
   --sysfs-root DIR     read /sys from DIR
   --log-level LEVEL    trace, debug, info, warn, error, critical, off (default info)
   --check-config FILE  validate FILE and exit: 0 if valid, 1 with file:line: reason if not
+  diagnose             attach every probe, watch for --duration (default 30s; 1s to 1h), then
+                       print what was found, pathology by pathology, with the evidence and the
+                       fix (--json: the same as JSON). Exit 0: nothing found, 1: something
+                       found, 2: error.
   --version            print version and exit
   --help               this text
 )";
@@ -32,7 +37,12 @@ Options:
 
 absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args) {
   CliOptions o;
-  for (size_t i = 1; i < args.size(); ++i) {
+  size_t first = 1;
+  if (args.size() > 1 && args[1] == "diagnose") {
+    o.mode = CliOptions::Mode::kDiagnose;
+    first = 2;
+  }
+  for (size_t i = first; i < args.size(); ++i) {
     std::string_view arg = args[i];
     std::string_view name = arg;
     std::optional<std::string> inline_value;
@@ -67,6 +77,17 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     } else if (name == "--check-config") {
       o.mode = CliOptions::Mode::kCheckConfig;
       s = take(o.config_path);
+    } else if (name == "--duration" && o.mode == CliOptions::Mode::kDiagnose) {
+      std::optional<std::string> text;
+      s = take(text);
+      if (s.ok() && (!absl::ParseDuration(*text, &o.diagnose_duration) ||
+                     o.diagnose_duration < absl::Seconds(1) ||
+                     o.diagnose_duration > absl::Hours(1))) {
+        s = absl::InvalidArgumentError(
+            fmt::format("--duration \"{}\": a duration from 1s to 1h, such as 30s or 2m", *text));
+      }
+    } else if (name == "--json" && o.mode == CliOptions::Mode::kDiagnose && !inline_value) {
+      o.diagnose_json = true;
     } else if (name == "--version" && !inline_value) {
       o.mode = CliOptions::Mode::kVersion;
     } else if ((name == "--help" || name == "-h") && !inline_value) {

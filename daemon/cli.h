@@ -6,13 +6,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/config.h"
 
 namespace kpath {
 
 struct CliOptions {
-  enum class Mode { kRun, kCheckConfig, kVersion, kHelp };
+  enum class Mode { kRun, kCheckConfig, kVersion, kHelp, kDiagnose };
   Mode mode = Mode::kRun;
+  // `kpathd diagnose [--duration D] [--json]`: watch for D, print a report, exit.
+  absl::Duration diagnose_duration = absl::Seconds(30);
+  bool diagnose_json = false;
   std::optional<std::string> config_path;  // --config, or the file of --check-config
   // Flags that override the configuration file (and stay in force across SIGHUP reloads).
   std::optional<std::string> listen_address;

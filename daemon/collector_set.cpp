@@ -126,7 +126,8 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   auto runs = Counter("kpath_bpf_program_runs_total",
                       "Runs of kpathd's own BPF programs, while the kernel's BPF run-time "
                       "statistics are on.");
-  bool stats_on = KernelBpfStatsEnabled(paths_);
+  // Also while the foreign-hook inventory holds a BPF_ENABLE_STATS fd (hooks.bpf_stats: always).
+  bool stats_on = BpfRunStatsComplete(paths_);
   for (size_t i = 0; i < collectors_.size(); ++i) {
     const Collector& c = *collectors_[i];
     std::string name(c.Name());
@@ -149,7 +150,8 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   duration.AppendTo(out);
   if (!attached.empty()) attached.AppendTo(out);
   Gauge("kpath_bpf_stats_enabled",
-        "1 if the kernel keeps BPF run-time statistics (sysctl kernel.bpf_stats_enabled).")
+        "1 if the kernel keeps BPF run-time statistics (sysctl kernel.bpf_stats_enabled, or "
+        "kpathd holding them on with hooks.bpf_stats: always).")
       .Add(stats_on ? 1 : 0)
       .AppendTo(out);
   if (!run_seconds.empty()) {

@@ -10,6 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "probes/collect/label_limits.h"
+#include "probes/hooks/hooks_config.h"
+#include "probes/irqoff/irqoff_config.h"
+#include "probes/slab/slab_config.h"
 #include "probes/kernel/mechanism.h"
 
 namespace kpath {
@@ -32,8 +35,15 @@ struct Config {
   absl::Duration percpu_growth_window = absl::Seconds(60);
   // Live percpu allocations remembered until their free (for outstanding bytes by caller).
   uint32_t percpu_max_tracked_allocations = 65536;
+  // Name percpu callers from kernel stack samples even where the tracepoint has call_site.
+  bool percpu_caller_from_stack = false;
+  // The STATUS= line names the busiest madvise caller from this many calls per second.
+  int madvise_storm_calls_per_second = 1000;
   LabelLimits labels;
   bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
+  HooksConfig hooks;  // the foreign-hook inventory (seed 002)
+  IrqOffConfig irqoff;  // IRQ-disabled regions (seeds 001, 004)
+  SlabConfig slab;      // slab cache sizes (seed 001)
   std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults
 
   // The probe's settings, or the defaults when the file does not mention it.

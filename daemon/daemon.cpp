@@ -12,9 +12,19 @@
 #include <thread>
 
 #include "fmt/format.h"
+#include "probes/cgroups/cgroup_churn_probe.h"
+#include "probes/cgroups/dying_cgroup_counter.h"
 #include "probes/collect/probe_attacher.h"
+#include "probes/hooks/foreign_hook_inventory.h"
+#include "probes/irqoff/irqoff_probe.h"
+#include "probes/madvise/madvise_probe.h"
+#include "probes/madvise/tlb_flush_probe.h"
 #include "probes/percpu/percpu_probe.h"
+#include "probes/procfs/interrupts_collector.h"
 #include "probes/procfs/meminfo_collector.h"
+#include "probes/procfs/stat_collector.h"
+#include "probes/slab/slab_collector.h"
+#include "probes/slab/slabinfo_readers_probe.h"
 #include "prometheus/exposer.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -130,7 +140,64 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
         *kernel_, paths,
         PercpuProbeOptions{.allowed = config_.Probe(PercpuAllocProbe::kName).mechanisms,
                            .labels = config_.labels,
-                           .max_tracked_allocations = config_.percpu_max_tracked_allocations}));
+                           .max_tracked_allocations = config_.percpu_max_tracked_allocations,
+                           .caller_from_stack = config_.percpu_caller_from_stack}));
+  }
+
+  // madvise storms, TLB shootdowns and the sys/user balance (seed 003).
+  if (want_probe(MadviseProbe::kName)) {
+    auto madvise = std::make_unique<MadviseProbe>(
+        *kernel_, MadviseProbeOptions{
+                      .allowed = config_.Probe(MadviseProbe::kName).mechanisms,
+                      .labels = config_.labels,
+                      .storm_calls_per_second =
+                          static_cast<double>(config_.madvise_storm_calls_per_second)});
+    madvise_ = madvise.get();
+    collectors.push_back(std::move(madvise));
+  }
+  if (want_probe(TlbFlushProbe::kName)) {
+    collectors.push_back(std::make_unique<TlbFlushProbe>(
+        *kernel_, config_.Probe(TlbFlushProbe::kName).mechanisms));
+  }
+  collectors.push_back(std::make_unique<InterruptsCollector>(paths));
+  collectors.push_back(std::make_unique<StatCollector>(paths, sysconf(_SC_CLK_TCK)));
+
+  // Cgroup churn by unit, live and dying cgroups (seed 000).
+  collectors.push_back(std::make_unique<DyingCgroupCounter>(paths));
+  if (want_probe(CgroupChurnProbe::kName)) {
+    auto churn = std::make_unique<CgroupChurnProbe>(
+        *kernel_, CgroupChurnOptions{.allowed = config_.Probe(CgroupChurnProbe::kName).mechanisms,
+                                     .labels = config_.labels,
+                                     .churn_window = config_.percpu_growth_window});
+    cgroup_churn_ = churn.get();
+    collectors.push_back(std::move(churn));
+  }
+
+  // IRQ-disabled regions with their culprit (seeds 001, 004); slab caches read without
+  // stalling the host, and who reads /proc/slabinfo (seed 001).
+  if (want_probe(IrqOffProbe::kName)) {
+    collectors.push_back(std::make_unique<IrqOffProbe>(
+        *kernel_, std::make_unique<LiveIrqOffKernel>(paths), paths,
+        config_.Probe(IrqOffProbe::kName).mechanisms,
+        IrqOffOptions{.detector = config_.irqoff, .labels = config_.labels}));
+  }
+  auto slab = std::make_unique<SlabCollector>(paths, config_.slab);
+  slab_ = slab.get();
+  collectors.push_back(std::move(slab));
+  if (want_probe(SlabinfoReadersProbe::kName)) {
+    collectors.push_back(std::make_unique<SlabinfoReadersProbe>(
+        *kernel_, config_.Probe(SlabinfoReadersProbe::kName).mechanisms, config_.labels));
+  }
+
+  // Kernel hooks placed by others, their owners and cost (seed 002). Lists BPF objects only
+  // when BPF is on; debugfs and tracefs are mounted only on the real /sys.
+  if (config_.hooks.enabled) {
+    collectors.push_back(std::make_unique<ForeignHookInventory>(
+        paths, kernel_.get(),
+        ForeignHookOptions{.config = config_.hooks,
+                           .labels = config_.labels,
+                           .bpf_inventory = config_.bpf_enabled,
+                           .may_mount = config_.sysfs_root == "/sys"}));
   }
 
   return std::make_unique<CollectorSet>(std::move(collectors), BuildInfo::Current(), paths);
@@ -208,6 +275,11 @@ void Daemon::Reload() {
                "paths");
   restart_only(next->bpf_enabled != config_.bpf_enabled, "bpf.enabled");
   restart_only(next->probes != config_.probes, "probes");
+  restart_only(next->hooks != config_.hooks, "hooks");
+  next->hooks = config_.hooks;
+  // Compiled into the BPF programs when they load.
+  restart_only(next->irqoff != config_.irqoff, "irqoff");
+  next->irqoff = config_.irqoff;
   next->listen_address = config_.listen_address;
   next->procfs_root = config_.procfs_root;
   next->sysfs_root = config_.sysfs_root;
@@ -249,7 +321,12 @@ void Daemon::SamplerLoop() {
       interval = ToChrono(reload->sampling_interval);
       next_sample = now + interval;
       meminfo_->SetGrowthWindow(reload->percpu_growth_window);
+      slab_->SetConfig(reload->slab);
+      if (cgroup_churn_) cgroup_churn_->SetChurnWindow(reload->percpu_growth_window);
       collectors_->SetLabelLimits(reload->labels);
+      if (madvise_) {
+        madvise_->SetStormThreshold(static_cast<double>(reload->madvise_storm_calls_per_second));
+      }
       notifier_.ReloadDone(collectors_->StatusLine());
     }
     if (now >= next_sample) {

@@ -17,6 +17,9 @@
 namespace kpath {
 
 class MeminfoCollector;
+class MadviseProbe;
+class CgroupChurnProbe;
+class SlabCollector;
 
 class Daemon {
  public:
@@ -25,9 +28,11 @@ class Daemon {
   // Runs until SIGTERM or SIGINT. The caller must have blocked SIGTERM, SIGINT and SIGHUP in
   // every thread (BlockDaemonSignals) before calling. Returns the process exit code.
   int Run();
+  // Every collector and probe the configuration enables, not started yet. Run() and
+  // `kpathd diagnose` use it; the set must not outlive this Daemon (its kernel features).
+  std::unique_ptr<CollectorSet> BuildCollectors();
 
  private:
-  std::unique_ptr<CollectorSet> BuildCollectors();
   void SamplerLoop();
   void Reload();
 
@@ -38,6 +43,9 @@ class Daemon {
   std::unique_ptr<KernelFeatures> kernel_;
   std::unique_ptr<CollectorSet> collectors_;
   MeminfoCollector* meminfo_ = nullptr;  // owned by collectors_
+  CgroupChurnProbe* cgroup_churn_ = nullptr;  // owned by collectors_; null when not built
+  MadviseProbe* madvise_ = nullptr;      // owned by collectors_; null when the probe is off
+  SlabCollector* slab_ = nullptr;        // owned by collectors_
 
   // Shared between the main thread and the sampler.
   std::mutex mu_;

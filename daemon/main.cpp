@@ -9,6 +9,7 @@
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/diagnose.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     case kpath::CliOptions::Mode::kRun:
+    case kpath::CliOptions::Mode::kDiagnose:
       break;
   }
 
@@ -58,6 +60,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   kpath::BlockDaemonSignals();
+  if (cli->mode == kpath::CliOptions::Mode::kDiagnose) {
+    return kpath::RunDiagnose(*cli, std::move(config));
+  }
   spdlog::info("kpathd {} (revision {}) starting", kpath::kVersion, kpath::kRevision);
   kpath::Daemon daemon(*std::move(cli), std::move(config));
   return daemon.Run();

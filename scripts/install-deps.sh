@@ -14,6 +14,9 @@ build_pkgs=(
 )
 test_pkgs=(
   prometheus prometheus-alertmanager curl python3 iproute2 procps bpftrace
+  # tests/deploy: systemd-analyze (the unit's sandbox), strace (its system-call filter),
+  # dpkg-dev (dpkg-shlibdeps for the CPack .deb)
+  systemd strace dpkg-dev
 )
 
 want=("${build_pkgs[@]}")

@@ -23,6 +23,7 @@ std::string Stable(const std::string& exposition) {
       return line.find(" " + name + " ") != std::string::npos || line.rfind(name, 0) == 0;
     };
     if (volatile_metric("kpath_collector_duration_seconds") ||
+        volatile_metric("kpath_slab_read_duration_seconds") ||
         volatile_metric("kpath_build_info") || volatile_metric("kpath_bpf_stats_enabled") ||
         line.find("exposer_") != std::string::npos) {
       continue;

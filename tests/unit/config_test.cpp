@@ -122,16 +122,50 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "meminfo.percpu_growth_window",
                                           "percpu",
                                           "percpu.max_tracked_allocations",
+                                          "percpu.caller_from_stack",
+                                          "madvise",
+                                          "madvise.storm_calls_per_second",
                                           "labels",
                                           "labels.comm",
                                           "labels.caller",
                                           "labels.unit",
                                           "bpf",
                                           "bpf.enabled",
+                                          "hooks",
+                                          "hooks.enabled",
+                                          "hooks.refresh_interval",
+                                          "hooks.max_info_series",
+                                          "hooks.top_programs",
+                                          "hooks.bpf_stats",
+                                          "hooks.bpf_stats_slice",
+                                          "hooks.hot_functions",
+                                          "irqoff",
+                                          "irqoff.threshold",
+                                          "irqoff.period",
+                                          "slab",
+                                          "slab.caches",
+                                          "slab.top_n",
+                                          "slab.interval",
+                                          "slab.max_read_time",
                                           "probes",
                                           "probes.percpu_alloc",
                                           "probes.percpu_alloc.enabled",
-                                          "probes.percpu_alloc.mechanisms"};
+                                          "probes.percpu_alloc.mechanisms",
+                                          "probes.cgroup_churn",
+                                          "probes.cgroup_churn.enabled",
+                                          "probes.cgroup_churn.mechanisms",
+                                          "probes.madvise",
+                                          "probes.madvise.enabled",
+                                          "probes.madvise.mechanisms",
+                                          "probes.tlb_flush",
+                                          "probes.tlb_flush.enabled",
+                                          "probes.tlb_flush.mechanisms",
+                                          "probes.irqoff",
+                                          "probes.irqoff.enabled",
+                                          "probes.irqoff.mechanisms",
+                                          "probes.slabinfo_readers",
+                                          "probes.slabinfo_readers.enabled",
+                                          "probes.slabinfo_readers.mechanisms"};
   CHECK(keys == expected);
 }
 
@@ -197,7 +231,8 @@ probes:
 TEST_CASE("an unknown top-level key is an error naming file, line and key") {
   CHECK(ErrorOf("log_level: info\nsampling_interval: 5s\nno_such_key: 1\n") ==
         "kpathd.yaml:3: unknown key \"no_such_key\" (valid: listen_address, log_level, "
-        "sampling_interval, paths, meminfo, percpu, labels, bpf, probes)");
+        "sampling_interval, paths, meminfo, percpu, madvise, labels, bpf, hooks, irqoff, slab, "
+        "probes)");
 }
 
 TEST_CASE("an unknown nested key is an error naming its section and the valid keys") {
@@ -237,7 +272,9 @@ TEST_CASE("a top-level list or scalar is an error") {
 
 TEST_CASE("a second YAML document is an error, not silently ignored") {
   CHECK(ErrorOf("log_level: info\n---\nlog_level: debug\n") ==
-        "kpathd.yaml:3: expected one YAML document, found 2");
+        "kpathd.yaml:2: expected one YAML document, found a second one starting here");
+  CHECK(kpath::ParseConfig("---\nlog_level: info\n...\n", "k.yaml").ok());
+  CHECK(kpath::ParseConfig("---\n# nothing\n", "k.yaml").ok());
 }
 
 // --- Types ---
@@ -384,7 +421,9 @@ TEST_CASE("a listen_address without host or with a bad port is an error saying w
 // --- Probes ---
 
 TEST_CASE("the known probes and their default mechanisms") {
-  CHECK(KnownProbeNames() == std::vector<std::string_view>{"percpu_alloc"});
+  CHECK(KnownProbeNames() ==
+        std::vector<std::string_view>{"percpu_alloc", "cgroup_churn", "madvise", "tlb_flush",
+                                      "irqoff", "slabinfo_readers"});
   CHECK(DefaultMechanisms("percpu_alloc") == kAllPercpuMechanisms);
   CHECK(DefaultMechanisms("no_such_probe").empty());
 }
@@ -420,7 +459,8 @@ TEST_CASE("a disabled probe is kept with its mechanisms") {
 
 TEST_CASE("an unknown probe name is an error listing the known probes") {
   CHECK(ErrorOf("bpf:\n  enabled: true\nprobes:\n  percpu_allocs:\n    enabled: false\n") ==
-        "kpathd.yaml:4: unknown probe \"percpu_allocs\" in \"probes\" (valid: percpu_alloc)");
+        "kpathd.yaml:4: unknown probe \"percpu_allocs\" in \"probes\" (valid: percpu_alloc, "
+        "cgroup_churn, madvise, tlb_flush, irqoff, slabinfo_readers)");
 }
 
 TEST_CASE("an unknown mechanism is an error at its line listing the probe's mechanisms") {
@@ -498,3 +538,11 @@ TEST_CASE("a config file writable only by its owner and group is accepted") {
 
 }  // namespace
 }  // namespace kpath
+
+TEST_CASE("input that once made yaml-cpp loop forever is refused at once", "[config][fuzz]") {
+  // Found by tests/fuzz (config target): YAML::LoadAll never returned on it.
+  absl::StatusOr<kpath::Config> c = kpath::ParseConfig(",sms: [kprobe]C\n", "kpathd.yaml");
+  REQUIRE_FALSE(c.ok());
+  CHECK_THAT(std::string(c.status().message()), Catch::StartsWith("kpathd.yaml:1: "));
+}
+

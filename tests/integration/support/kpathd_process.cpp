@@ -163,7 +163,7 @@ std::optional<std::string> NotifySocket::WaitFor(const std::string& needle,
 KpathdProcess::KpathdProcess(KpathdOptions options) {
   dir_ = MakeTempDir("kpath-test-");
   log_path_ = dir_ / "kpathd.log";
-  std::vector<std::string> args{KpathdBinary()};
+  std::vector<std::string> args{options.binary.value_or(KpathdBinary())};
   if (options.config_yaml) {
     config_path_ = dir_ / "kpathd.yaml";
     RewriteConfig(*options.config_yaml);

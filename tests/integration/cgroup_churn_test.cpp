@@ -1,0 +1,454 @@
+// Cgroup churn and dying cgroups on the real kernel (seed 000): a process with a known name
+// creates and removes a service cgroup a thousand times, and transient scopes by the hundred, in
+// the hierarchy that has the memory controller; kpathd, scraped over HTTP, must count each unit
+// exactly, fold the transient names, and report the dying memory cgroups /proc/cgroups implies.
+#include "support/cgroup_churn.h"
+
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/expected_mechanisms.h"
+#include "support/kpathd_process.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+// One sample of the exposition: its labels and value.
+struct Sample {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Every sample of `name` (label values here never contain quotes or commas).
+std::vector<Sample> Samples(const std::string& exposition, const std::string& name) {
+  std::vector<Sample> out;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
+    Sample s;
+    size_t close = line.find('}');
+    if (line[name.size()] == '{' && close != std::string::npos) {
+      std::string body = line.substr(name.size() + 1, close - name.size() - 1);
+      size_t pos = 0;
+      while (pos < body.size()) {
+        size_t eq = body.find("=\"", pos);
+        size_t end = body.find('"', eq + 2);
+        if (eq == std::string::npos || end == std::string::npos) break;
+        s.labels[body.substr(pos, eq - pos)] = body.substr(eq + 2, end - eq - 2);
+        pos = end + 2;  // past `",`
+      }
+    }
+    s.value = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+double Sum(const std::vector<Sample>& samples, const std::string& label, const std::string& value) {
+  double sum = 0;
+  for (const Sample& s : samples) {
+    auto it = s.labels.find(label);
+    if (label.empty() || (it != s.labels.end() && it->second == value)) sum += s.value;
+  }
+  return sum;
+}
+
+// A slice-like parent cgroup for the test's churn, removed with everything below it at the end
+// (also when a REQUIRE fails). A leftover of a crashed run is removed first.
+class TestSlice {
+ public:
+  TestSlice(const std::string& hierarchy_root, const std::string& name)
+      : path_(fs::path(hierarchy_root) / name) {
+    RemoveTree(path_);
+    REQUIRE(mkdir(path_.c_str(), 0755) == 0);
+  }
+  ~TestSlice() { RemoveTree(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  // cgroup directories are removed with rmdir, deepest first (their files cannot be unlinked).
+  static void RemoveTree(const fs::path& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.is_directory(ec) && !entry.is_symlink(ec)) RemoveTree(entry.path());
+    }
+    rmdir(dir.c_str());
+  }
+  fs::path path_;
+};
+
+// Runs `work` in a child process named `comm` (prctl PR_SET_NAME, as the kernel's task->comm);
+// returns its exit status. The test process keeps its own name.
+int RunAs(const std::string& comm, const std::function<int()>& work) {
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
+    _exit(work());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// mkdir + rmdir of <parent>/<name(i)> for i in [first, first + count): the number that failed
+// (0 on success), capped for an exit status.
+int ChurnNamed(const fs::path& parent, int first, int count,
+               const std::function<std::string(int)>& name, std::chrono::microseconds pause = 0us) {
+  int failed = 0;
+  for (int i = first; i < first + count; ++i) {
+    fs::path dir = parent / name(i);
+    if (mkdir(dir.c_str(), 0755) != 0 || rmdir(dir.c_str()) != 0) ++failed;
+    if (pause > 0us) std::this_thread::sleep_for(pause);
+  }
+  return std::min(failed, 100);
+}
+
+// Polls /metrics until `done` holds for a scrape; returns the last scrape.
+std::string WaitForScrape(KpathdProcess& kpathd,
+                          const std::function<bool(const std::string&)>& done,
+                          std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto body = kpathd.Scrape()) {
+      last = *body;
+      if (done(last)) break;
+    }
+    std::this_thread::sleep_for(100ms);
+  }
+  return last;
+}
+
+double MkdirsOf(const std::string& body, const std::string& comm, const std::string& unit) {
+  return MetricValue(body, "kpath_cgroup_mkdir_total", {{"comm", comm}, {"unit", unit}})
+      .value_or(-1);
+}
+
+std::string ChurnConfig(const std::string& extra = "") {
+  return "sampling_interval: 200ms\n"
+         "meminfo:\n"
+         "  percpu_growth_window: 10s\n" +
+         extra;
+}
+
+// What the kernel says about the memory controller, read independently of kpathd: v1 dying =
+// /proc/cgroups num_cgroups - directories of the hierarchy; v2 from the root's cgroup.stat.
+struct MemoryCgroups {
+  double live = -1;
+  double dying = -1;
+};
+MemoryCgroups ReadMemoryCgroups(const std::string& root) {
+  MemoryCgroups m;
+  if (fs::exists(fs::path(root) / "cgroup.stat")) {  // v2
+    std::ifstream in(fs::path(root) / "cgroup.stat");
+    std::map<std::string, double> stat;
+    std::string key;
+    double value;
+    while (in >> key >> value) stat[key] = value;
+    if (stat.count("nr_subsys_memory")) {
+      m.live = stat["nr_subsys_memory"];
+      m.dying = stat["nr_dying_subsys_memory"];
+    } else {
+      m.live = stat["nr_descendants"] + 1;
+      m.dying = stat["nr_dying_descendants"];
+    }
+    return m;
+  }
+  double directories = 1;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->is_directory(ec) && !it->is_symlink(ec)) ++directories;
+  }
+  std::ifstream in("/proc/cgroups");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string name;
+    double hierarchy, num;
+    if (f >> name >> hierarchy >> num && name == "memory") {
+      m.live = directories;
+      m.dying = num - directories;
+    }
+  }
+  return m;
+}
+
+constexpr const char* kSlice = "kpath-cgtest.slice";
+constexpr const char* kService = "kpath-churn.service";
+
+}  // namespace
+
+TEST_CASE("cgroup churn under a named process is counted exactly per unit, transient names folded",
+          "[cgroups][churn]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  TestSlice slice(*root, kSlice);
+  KpathdProcess kpathd({.config_yaml = ChurnConfig()});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  auto first = kpathd.Scrape();
+  REQUIRE(first);
+  REQUIRE(MetricValue(*first, "kpath_probe_attached", {{"probe", "cgroup_churn"}}) == 1);
+
+  constexpr int kServiceRuns = 1000;
+  constexpr int kTransient = 200;
+  const std::string comm = "kpath-churner";
+  // The churn runs paced (about 2 s) in the background, so that the rate is seen while it runs.
+  int failed = -1;  // Catch assertions belong on the test's thread
+  std::thread churner([&] {
+    failed = RunAs(comm, [&] {
+      int f = ChurnNamed(
+          slice.path(), 0, kServiceRuns, [](int) { return std::string(kService); }, 1500us);
+      f += ChurnNamed(slice.path(), 0, kTransient,
+                      [](int i) { return "run-u" + std::to_string(1000 + i) + ".scope"; });
+      f += ChurnNamed(slice.path(), 0, kTransient,
+                      [](int i) { return "session-" + std::to_string(i + 1) + ".scope"; });
+      return f;
+    });
+  });
+  std::string during = WaitForScrape(kpathd, [&](const std::string& body) {
+    return MetricValue(body, "kpath_cgroup_churn_per_second").value_or(0) > 0 &&
+           MkdirsOf(body, comm, kService) > 0;
+  });
+  double churn_rate = MetricValue(during, "kpath_cgroup_churn_per_second").value_or(0);
+  double seen_during = MkdirsOf(during, comm, kService);
+  churner.join();
+  CHECK(failed == 0);
+  CHECK(churn_rate > 0);
+  CHECK(seen_during < kServiceRuns);  // the rate was read while the churn ran
+
+  std::string body = WaitForScrape(kpathd, [&](const std::string& b) {
+    return MkdirsOf(b, comm, "session-*.scope") >= kTransient;
+  });
+  auto mkdirs = Samples(body, "kpath_cgroup_mkdir_total");
+  auto rmdirs = Samples(body, "kpath_cgroup_rmdir_total");
+  CHECK(MkdirsOf(body, comm, kService) == kServiceRuns);
+  CHECK(MetricValue(body, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kService}}) ==
+        kServiceRuns);
+  CHECK(MkdirsOf(body, comm, "run-*.scope") == kTransient);
+  CHECK(MetricValue(body, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", "run-*.scope"}}) ==
+        kTransient);
+  CHECK(MkdirsOf(body, comm, "session-*.scope") == kTransient);
+  // 400 distinct transient names, 3 series for the process in all.
+  std::set<std::string> units;
+  for (const Sample& s : mkdirs)
+    if (s.labels.at("comm") == comm) units.insert(s.labels.at("unit"));
+  CHECK(units == std::set<std::string>{kService, "run-*.scope", "session-*.scope"});
+  CHECK(Sum(mkdirs, "comm", comm) == kServiceRuns + 2 * kTransient);
+  CHECK(Sum(rmdirs, "comm", comm) == kServiceRuns + 2 * kTransient);
+  CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
+}
+
+TEST_CASE("dying memory cgroups equal what /proc/cgroups implies", "[cgroups][dying]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  {
+    // Memory cgroups that die: each keeps the page cache it was charged for.
+    TestSlice slice(*root, kSlice);
+    int failed = RunAs("kpath-dying", [&] {
+      int f = 0;
+      for (int i = 0; i < 50; ++i) {
+        fs::path dir = slice.path() / ("kpath-dying-" + std::to_string(i) + ".service");
+        if (mkdir(dir.c_str(), 0755) != 0) {
+          ++f;
+          continue;
+        }
+        std::ofstream(dir / "cgroup.procs") << getpid() << std::endl;
+        std::ofstream(slice.path() / "cgroup.procs") << getpid() << std::endl;
+        if (rmdir(dir.c_str()) != 0) ++f;
+      }
+      std::ofstream(fs::path(*root) / "cgroup.procs") << getpid() << std::endl;
+      return f;
+    });
+    CHECK(failed == 0);
+  }
+  KpathdProcess kpathd({.config_yaml = ChurnConfig()});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  // The kernel frees dying cgroups on its own time and other processes create cgroups: compare
+  // against readings taken just before and after a collection, until one brackets the served
+  // value.
+  bool bracketed = false;
+  for (int attempt = 0; attempt < 20 && !bracketed; ++attempt) {
+    MemoryCgroups before = ReadMemoryCgroups(*root);
+    std::this_thread::sleep_for(450ms);  // at least two collections at 200 ms
+    auto body = kpathd.Scrape();
+    MemoryCgroups after = ReadMemoryCgroups(*root);
+    REQUIRE(body);
+    auto dying =
+        MetricValue(*body, "kpath_cgroups", {{"controller", "memory"}, {"state", "dying"}});
+    auto live = MetricValue(*body, "kpath_cgroups", {{"controller", "memory"}, {"state", "live"}});
+    REQUIRE(dying);
+    REQUIRE(live);
+    UNSCOPED_INFO("attempt " << attempt << ": served live " << *live << " dying " << *dying
+                             << "; kernel before " << before.live << "/" << before.dying
+                             << ", after " << after.live << "/" << after.dying);
+    bracketed = before.dying == after.dying && before.live == after.live &&
+                *dying == before.dying && *live == before.live;
+  }
+  CHECK(bracketed);
+}
+
+TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts exactly",
+          "[cgroups][mechanisms]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  // tp_btf, raw_tp and classic tracepoints all attach on the development kernel (6.18).
+  for (std::string mechanism : {"tp_btf", "raw_tp", "tracepoint"}) {
+    DYNAMIC_SECTION("mechanism " << mechanism) {
+      TestSlice slice(*root, kSlice);
+      KpathdProcess kpathd(
+          {.config_yaml =
+               ChurnConfig("probes:\n  cgroup_churn:\n    mechanisms: [" + mechanism + "]\n")});
+      REQUIRE(kpathd.WaitUntilServing());
+      INFO(kpathd.Output());
+      auto body = kpathd.Scrape();
+      REQUIRE(body);
+      if (MetricValue(*body, "kpath_probe_attached",
+                      {{"probe", "cgroup_churn"}, {"mechanism", mechanism}}) != 1) {
+        // Every kernel with BTF has all three (the development one too): a skip only where the
+        // kernel matrix (KPATH_EXPECT_MECHANISMS) says this kernel lacks the mechanism.
+        REQUIRE(ExpectedMechanisms("cgroup_churn"));
+        REQUIRE_FALSE(MustAttach("cgroup_churn", mechanism));
+        WARN("cgroup_churn " << mechanism << " not available on this kernel: "
+                             << NotAttachedReason(kpathd.Output(), "cgroup_churn"));
+        continue;
+      }
+      const std::string comm = "kpc-" + mechanism;
+      constexpr int kRuns = 100;
+      CHECK(RunAs(comm, [&] {
+              return ChurnNamed(slice.path(), 0, kRuns, [](int) { return std::string(kService); });
+            }) == 0);
+      std::string after = WaitForScrape(kpathd, [&](const std::string& b) {
+        return MetricValue(b, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kService}})
+                   .value_or(0) >= kRuns;
+      });
+      CHECK(MkdirsOf(after, comm, kService) == kRuns);
+      CHECK(MetricValue(after, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kService}}) ==
+            kRuns);
+    }
+  }
+}
+
+TEST_CASE("a storm of thousands of process names stays within the series budget, totals intact",
+          "[cgroups][churn]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  TestSlice slice(*root, kSlice);
+  constexpr int kCommLimit = 5, kUnitLimit = 5;
+  KpathdProcess kpathd({.config_yaml = ChurnConfig("labels:\n  comm: 5\n  unit: 5\n")});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  const std::string unit = "kpath-storm.service";
+  constexpr int kNames = 3000, kBatch = 500;
+  // Batches, each absorbed by kpathd before the next, so that one interval's distinct keys fit
+  // the kernel's per-interval hash and every event keeps its unit.
+  for (int first = 0; first < kNames; first += kBatch) {
+    int failed = RunAs("kpstorm", [&] {
+      int f = 0;
+      for (int i = first; i < first + kBatch; ++i) {
+        std::string name = "kpstorm-" + std::to_string(i);
+        prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
+        f += ChurnNamed(slice.path(), 0, 1, [&](int) { return unit; });
+      }
+      return f;
+    });
+    REQUIRE(failed == 0);
+    WaitForScrape(kpathd, [&](const std::string& b) {
+      return Sum(Samples(b, "kpath_cgroup_rmdir_total"), "unit", unit) >= first + kBatch;
+    });
+  }
+  std::string body = WaitForScrape(kpathd, [&](const std::string& b) {
+    return Sum(Samples(b, "kpath_cgroup_rmdir_total"), "unit", unit) >= kNames;
+  });
+  auto mkdirs = Samples(body, "kpath_cgroup_mkdir_total");
+  auto rmdirs = Samples(body, "kpath_cgroup_rmdir_total");
+  CHECK(mkdirs.size() <= (kCommLimit + 1) * (kUnitLimit + 1));
+  CHECK(rmdirs.size() <= (kCommLimit + 1) * (kUnitLimit + 1));
+  // Thousands of names, one cgroup each: all but the busiest few are exported as "other".
+  std::set<std::string> comms;
+  for (const Sample& s : mkdirs) comms.insert(s.labels.at("comm"));
+  CHECK(comms.count("other") == 1);
+  CHECK(Sum(mkdirs, "comm", "other") >= kNames - (kCommLimit + 1) * (kUnitLimit + 1));
+  CHECK(Sum(mkdirs, "unit", unit) == kNames);
+  CHECK(Sum(rmdirs, "unit", unit) == kNames);
+  CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
+}
+
+TEST_CASE("counting live and dying cgroups stays fast with thousands of cgroups",
+          "[cgroups][speed]") {
+  REQUIRE(IsRoot());
+  // A v1 hierarchy (the v2 count is one cgroup.stat read whatever the size): pids, whose
+  // cgroups cost little kernel memory, else the memory one.
+  std::string hierarchy;
+  {
+    std::ifstream in("/proc/self/mountinfo");
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream f(line);
+      std::vector<std::string> w;
+      for (std::string s; f >> s;) w.push_back(s);
+      if (w.size() < 10 || w[w.size() - 3] != "cgroup") continue;
+      if (("," + w.back() + ",").find(",pids,") != std::string::npos) hierarchy = w[4];
+    }
+  }
+  if (hierarchy.empty()) {
+    WARN("no cgroup v1 pids hierarchy mounted: the directory walk is not exercised");
+    return;
+  }
+  constexpr int kCgroups = 3000;
+  TestSlice slice(hierarchy, kSlice);
+  // 30 slices of 100 services: a tree, as systemd lays them out.
+  for (int s = 0; s < kCgroups / 100; ++s) {
+    fs::path sub = slice.path() / ("kpath-bench-" + std::to_string(s) + ".slice");
+    REQUIRE(mkdir(sub.c_str(), 0755) == 0);
+    for (int i = 1; i < 100; ++i) {
+      REQUIRE(mkdir((sub / ("kpath-bench-" + std::to_string(i) + ".service")).c_str(), 0755) == 0);
+    }
+  }
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\nbpf:\n  enabled: false\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  std::this_thread::sleep_for(1s);
+  double slowest = 0;
+  double live = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto body = kpathd.Scrape();
+    REQUIRE(body);
+    slowest = std::max(
+        slowest, MetricValue(*body, "kpath_collector_duration_seconds", {{"collector", "cgroups"}})
+                     .value_or(-1));
+    live = MetricValue(*body, "kpath_cgroups", {{"controller", "pids"}, {"state", "live"}})
+               .value_or(-1);
+    std::this_thread::sleep_for(300ms);
+  }
+  WARN("one collection of kpath_cgroups with " << live << " live pids cgroups took at most "
+                                               << slowest * 1000 << " ms");
+  CHECK(live >= kCgroups + 1);
+  CHECK(slowest >= 0);
+  CHECK(slowest < 0.25);
+}

@@ -1,0 +1,305 @@
+// Seed 002 for real, on a kernel with kprobes (Debian's 6.1 under QEMU, tests/qemu/run.sh; the
+// development kernel has CONFIG_KPROBES off and skips): a kprobe registered through tracefs
+// kprobe_events (as a shell-script agent would) on vfs_read, and a BPF kprobe that a stand-in
+// agent (agent/hook_agent --kprobe) attaches to security_file_permission, the hook that cost
+// seed 002 30 % of its throughput. kpathd runs with its own percpu and madvise probes on kprobes
+// too, under a name of its own, so that its kprobes are in kprobes/list and must not be counted.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/expected_mechanisms.h"
+#include "support/kpathd_process.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+
+namespace {
+
+constexpr const char* kAgent = KPATH_HOOK_AGENT;
+constexpr const char* kKpathdName = "kpathd-kprobes";  // its comm: tells its hooks apart
+constexpr const char* kDebugfs = "/sys/kernel/debug";
+
+// A filesystem mounted for the test when absent (debugfs, tracefs), unmounted afterwards.
+class MountedFs {
+ public:
+  MountedFs(const std::string& probe, const std::string& target, const char* type)
+      : target_(target) {
+    if (std::filesystem::exists(probe)) return;
+    mounted_ = mount("nodev", target.c_str(), type, 0, nullptr) == 0;
+  }
+  ~MountedFs() {
+    if (mounted_) umount2(target_.c_str(), MNT_DETACH);
+  }
+
+ private:
+  std::string target_;
+  bool mounted_ = false;
+};
+
+bool WriteLine(const std::string& file, const std::string& line, bool append) {
+  int fd = open(file.c_str(), O_WRONLY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC));
+  if (fd < 0) return false;
+  std::string text = line + "\n";
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok;
+}
+
+std::string TracefsRoot() {
+  for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+    if (std::filesystem::exists(std::string(dir) + "/kprobe_events")) return dir;
+  }
+  return "";
+}
+
+// A tracefs kprobe event, enabled (armed) once defined; disabled and removed on destruction.
+class KprobeEvent {
+ public:
+  KprobeEvent(std::string tracefs, std::string group, std::string event, const std::string& fn)
+      : tracefs_(std::move(tracefs)), name_(group + "/" + event) {
+    defined_ = WriteLine(tracefs_ + "/kprobe_events", "p:" + name_ + " " + fn, true);
+  }
+  ~KprobeEvent() { Remove(); }
+  bool defined() const { return defined_; }
+  bool Enable(bool on) {
+    return WriteLine(tracefs_ + "/events/" + name_ + "/enable", on ? "1" : "0", false);
+  }
+  bool Remove() {
+    if (!defined_) return true;
+    Enable(false);
+    if (WriteLine(tracefs_ + "/kprobe_events", "-:" + name_, true)) defined_ = false;
+    return !defined_;
+  }
+
+ private:
+  std::string tracefs_;
+  std::string name_;
+  bool defined_ = false;
+};
+
+// The stand-in agent as a child process, until its stdin closes.
+class Agent {
+ public:
+  explicit Agent(std::vector<std::string> args) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      std::vector<char*> argv{const_cast<char*>(kAgent)};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(kAgent, argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+  }
+  ~Agent() {
+    if (Stop() < 0 && pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (stdout_ >= 0) close(stdout_);
+  }
+  bool WaitReady(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string seen;
+    fcntl(stdout_, F_SETFL, O_NONBLOCK);
+    while (std::chrono::steady_clock::now() < deadline) {
+      char buffer[256];
+      ssize_t n = read(stdout_, buffer, sizeof(buffer));
+      if (n > 0) seen.append(buffer, static_cast<size_t>(n));
+      if (seen.find("ready\n") != std::string::npos) return true;
+      if (n == 0) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  int Stop() {
+    if (pid_ <= 0) return -1;
+    if (stdin_ >= 0) {
+      close(stdin_);
+      stdin_ = -1;
+    }
+    for (int i = 0; i < 500; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+};
+
+// kpathd under its own name: a symlink in a temporary directory.
+class NamedKpathd {
+ public:
+  NamedKpathd() {
+    dir_ = std::filesystem::temp_directory_path() / ("kpath-kprobes-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / kKpathdName).string();
+    std::filesystem::create_symlink(KpathdBinary(), path_);
+  }
+  ~NamedKpathd() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+// Lines of debugfs kprobes/list: every registered kprobe, whoever placed it.
+std::vector<std::string> KprobesList() {
+  std::ifstream in(std::string(kDebugfs) + "/kprobes/list");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+// kpath_foreign_hook_info samples of kind kprobe, by target, as "owner hot value".
+std::map<std::string, std::string> KprobeHooks(const std::string& exposition) {
+  std::map<std::string, std::string> hooks;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("kpath_foreign_hook_info{", 0) != 0) continue;
+    auto label = [&](const std::string& key) {
+      size_t at = line.find(key + "=\"");
+      if (at == std::string::npos) return std::string();
+      at += key.size() + 2;
+      return line.substr(at, line.find('"', at) - at);
+    };
+    if (label("kind") != "kprobe") continue;
+    hooks[label("target")] =
+        label("owner") + " " + label("hot") + " " + line.substr(line.rfind(' ') + 1);
+  }
+  return hooks;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "seed 002: a tracefs kprobe and an agent's BPF kprobe on hot functions are hidden kprobes, "
+    "hot, with the agent named; kpathd's own kprobes are not counted",
+    "[hooks][kprobes]") {
+  REQUIRE(IsRoot());
+  if (!std::filesystem::exists("/sys/bus/event_source/devices/kprobe")) {
+    REQUIRE_FALSE(MustAttach("percpu_alloc", "kprobe"));
+    WARN("skipped: this kernel has no kprobes (CONFIG_KPROBES off: no kprobe perf event source); "
+         "tests/qemu/run.sh runs this on Debian's 6.1");
+    return;
+  }
+  MountedFs debugfs(std::string(kDebugfs) + "/kprobes", kDebugfs, "debugfs");
+  MountedFs tracefs("/sys/kernel/tracing/kprobe_events", "/sys/kernel/tracing", "tracefs");
+  REQUIRE(std::filesystem::exists(std::string(kDebugfs) + "/kprobes/list"));
+  const std::string tracing = TracefsRoot();
+  REQUIRE_FALSE(tracing.empty());
+  const size_t before_kpathd = KprobesList().size();
+
+  NamedKpathd binary;
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
+                                       "hooks:\n"
+                                       "  refresh_interval: 1s\n"
+                                       "probes:\n"
+                                       "  percpu_alloc:\n"
+                                       "    mechanisms: [kprobe]\n"
+                                       "  madvise:\n"
+                                       "    mechanisms: [kprobe]\n",
+                        .binary = binary.path()});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  std::string body = kpathd.Scrape().value_or("");
+  REQUIRE(MetricValue(body, "kpath_probe_attached",
+                      {{"probe", "percpu_alloc"}, {"mechanism", "kprobe"}}) == 1);
+  REQUIRE(MetricValue(body, "kpath_probe_attached",
+                      {{"probe", "madvise"}, {"mechanism", "kprobe"}}) == 1);
+  // kpathd's own kprobes are registered like anyone's...
+  const std::vector<std::string> with_kpathd = KprobesList();
+  CHECK(with_kpathd.size() >= before_kpathd + 2);
+  // ...and not counted: what kpathd sees hidden is what was there before it started.
+  std::this_thread::sleep_for(1500ms);  // one refresh
+  body = kpathd.Scrape().value_or("");
+  const double hidden_before = MetricValue(body, "kpath_hidden_kprobes").value_or(-1);
+  CHECK(hidden_before == static_cast<double>(before_kpathd));
+
+  KprobeEvent event(tracing, "kpath_seed002", "vfs_read_" + std::to_string(getpid()), "vfs_read");
+  REQUIRE(event.defined());
+  REQUIRE(event.Enable(true));
+  Agent agent({"--kprobe", "security_file_permission"});
+  REQUIRE(agent.WaitReady(10s));
+
+  std::map<std::string, std::string> hooks;
+  for (auto deadline = std::chrono::steady_clock::now() + 6s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+    body = kpathd.Scrape().value_or("");
+    hooks = KprobeHooks(body);
+    if (MetricValue(body, "kpath_hidden_kprobes") == hidden_before + 2 &&
+        hooks.count("security_file_permission") && hooks.count("vfs_read")) {
+      break;
+    }
+  }
+  INFO(body);
+  for (const std::string& line : KprobesList()) UNSCOPED_INFO("kprobes/list: " << line);
+  CHECK(MetricValue(body, "kpath_hidden_kprobes") == hidden_before + 2);
+  CHECK(MetricValue(body, "kpath_hidden_kprobes_disabled") == 0);
+  CHECK(MetricValue(body, "kpath_kprobes_enabled") == 1);
+  CHECK(MetricValue(body, "kpath_foreign_hooks", {{"kind", "kprobe"}, {"hot", "true"}})
+            .value_or(0) >= 2);
+  // The agent's BPF kprobe names the agent; the tracefs event has no holder.
+  CHECK(hooks["security_file_permission"] == "hook_agent true 1");
+  CHECK(hooks["vfs_read"] == "unknown true 1");
+  // Nothing of kpathd's: not its kprobe targets, not its name.
+  CHECK(hooks.count("pcpu_alloc") == 0);
+  CHECK(hooks.count("__x64_sys_madvise") == 0);
+  CHECK(body.find(std::string("owner=\"") + kKpathdName + "\"") == std::string::npos);
+
+  // Disarmed but registered, the tracefs kprobe is still hidden, and counted as disabled.
+  REQUIRE(event.Enable(false));
+  std::this_thread::sleep_for(1500ms);
+  body = kpathd.Scrape().value_or("");
+  CHECK(MetricValue(body, "kpath_hidden_kprobes") == hidden_before + 2);
+  CHECK(MetricValue(body, "kpath_hidden_kprobes_disabled") == 1);
+
+  // Gone once the agent exits and the event is removed.
+  REQUIRE(agent.Stop() == 0);
+  REQUIRE(event.Remove());
+  bool gone = false;
+  for (auto deadline = std::chrono::steady_clock::now() + 5s;
+       !gone && std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+    body = kpathd.Scrape().value_or("");
+    std::map<std::string, std::string> left = KprobeHooks(body);
+    gone = MetricValue(body, "kpath_hidden_kprobes") == hidden_before &&
+           left.count("security_file_permission") == 0 && left.count("vfs_read") == 0;
+  }
+  CHECK(gone);
+  kpathd.Signal(SIGTERM);
+  CHECK(kpathd.WaitExit(5s) == 0);
+  CHECK(KprobesList().size() == before_kpathd);  // kpathd's kprobes went with it
+}

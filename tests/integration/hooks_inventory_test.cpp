@@ -1,0 +1,386 @@
+// The foreign-hook inventory on the real kernel. A test-only stand-in agent (agent/hook_agent)
+// attaches a classic tracepoint (sched:sched_switch, a hot target), a raw tracepoint
+// (task_newtask) and a tp_btf program (sched_process_fork), and a uprobe program to a tracefs
+// uprobe event this test defines. kpathd runs under a name of its own (a symlink), so that its
+// comm tells its hooks from those of any other kpathd on the host.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "support/kpathd_process.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+
+namespace {
+
+constexpr const char* kAgent = KPATH_HOOK_AGENT;
+constexpr const char* kKpathdName = "kpathd-hooktest";  // 15 characters: all of it is the comm
+
+// tracefs, mounted for the test when the host has it unmounted, unmounted again afterwards.
+class Tracefs {
+ public:
+  Tracefs() {
+    for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+      if (std::filesystem::exists(std::string(dir) + "/uprobe_events")) {
+        path_ = dir;
+        return;
+      }
+    }
+    if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0) {
+      path_ = "/sys/kernel/tracing";
+      mounted_ = true;
+    }
+  }
+  ~Tracefs() {
+    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+};
+
+bool AppendLine(const std::string& file, const std::string& line) {
+  int fd = open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string text = line + "\n";
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  return ok;
+}
+
+// A tracefs uprobe event, removed on destruction if the test did not remove it.
+class UprobeEvent {
+ public:
+  UprobeEvent(std::string tracefs, std::string name, const std::string& target)
+      : file_(tracefs + "/uprobe_events"), name_(std::move(name)) {
+    defined_ = AppendLine(file_, "p:" + name_ + " " + target);
+  }
+  ~UprobeEvent() { Remove(); }
+  bool defined() const { return defined_; }
+  bool Remove() {
+    if (defined_ && AppendLine(file_, "-:" + name_)) defined_ = false;
+    return !defined_;
+  }
+
+ private:
+  std::string file_;
+  std::string name_;
+  bool defined_ = false;
+};
+
+// The stand-in agent as a child process: it runs until its stdin closes.
+class Agent {
+ public:
+  explicit Agent(std::vector<std::string> args) {
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      std::vector<char*> argv{const_cast<char*>(kAgent)};
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(kAgent, argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    stdin_ = in[1];
+    stdout_ = out[0];
+  }
+  ~Agent() {
+    if (Stop() < 0 && pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (stdout_ >= 0) close(stdout_);
+  }
+  bool WaitReady(std::chrono::milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string seen;
+    fcntl(stdout_, F_SETFL, O_NONBLOCK);
+    while (std::chrono::steady_clock::now() < deadline) {
+      char buffer[256];
+      ssize_t n = read(stdout_, buffer, sizeof(buffer));
+      if (n > 0) seen.append(buffer, static_cast<size_t>(n));
+      if (seen.find("ready\n") != std::string::npos) return true;
+      if (n == 0) return false;  // exited
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  // Closes its stdin and waits; its exit status, or -1 if it did not exit within 5 s.
+  int Stop() {
+    if (pid_ <= 0) return -1;
+    if (stdin_ >= 0) {
+      close(stdin_);
+      stdin_ = -1;
+    }
+    for (int i = 0; i < 500; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+};
+
+struct Sample {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Every sample of `name` in an exposition.
+std::vector<Sample> Samples(const std::string& exposition, const std::string& name) {
+  std::vector<Sample> samples;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
+    Sample sample;
+    size_t i = name.size();
+    if (line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        size_t eq = line.find('=', i);
+        std::string key = line.substr(i, eq - i);
+        std::string value;
+        for (i = eq + 2; i < line.size() && line[i] != '"'; ++i) {
+          if (line[i] == '\\' && i + 1 < line.size()) ++i;
+          value += line[i];
+        }
+        sample.labels[key] = value;
+        i += 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      ++i;
+    }
+    sample.value = std::stod(line.substr(i));
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+std::vector<Sample> HooksOwnedBy(const std::string& exposition, const std::string& owner) {
+  std::vector<Sample> hooks;
+  for (Sample& s : Samples(exposition, "kpath_foreign_hook_info")) {
+    if (s.labels["owner"] == owner) hooks.push_back(std::move(s));
+  }
+  return hooks;
+}
+
+double Sum(const std::string& exposition, const std::string& name,
+           const std::map<std::string, std::string>& labels) {
+  double sum = 0;
+  for (Sample& s : Samples(exposition, name)) {
+    bool match = true;
+    for (const auto& [k, v] : labels) match = match && s.labels[k] == v;
+    if (match) sum += s.value;
+  }
+  return sum;
+}
+
+std::string DebugfsMounts() {
+  std::ifstream mounts("/proc/self/mounts");
+  std::string lines;
+  for (std::string line; std::getline(mounts, line);) {
+    if (line.find(" debugfs ") != std::string::npos ||
+        line.find(" tracefs ") != std::string::npos) {
+      lines += line + "\n";
+    }
+  }
+  return lines;
+}
+
+// kpathd under its own name: a symlink in a temporary directory, removed on destruction.
+class NamedKpathd {
+ public:
+  NamedKpathd() {
+    dir_ = std::filesystem::temp_directory_path() / ("kpath-hooks-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / kKpathdName).string();
+    std::filesystem::create_symlink(KpathdBinary(), path_);
+  }
+  ~NamedKpathd() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "a stand-in agent's tracepoint, raw tracepoint, tp_btf and uprobe hooks are listed with "
+    "kind, target and owner, its CPU time is charged, kpathd's own hooks are not listed, "
+    "and all of it is gone within one refresh of the agent's exit",
+    "[hooks][integration]") {
+  REQUIRE(IsRoot());
+  const std::string mounts_before = DebugfsMounts();
+  {
+    Tracefs tracefs;
+    REQUIRE_FALSE(tracefs.path().empty());  // CONFIG_UPROBE_EVENTS: every kernel kpathd serves
+    CommandResult print = RunCommand(std::string(kAgent) + " --print-uprobe-target");
+    REQUIRE(print.status == 0);
+    std::string target = print.output.substr(0, print.output.find('\n'));
+    const std::string event = "kpath_hook_test/agent_" + std::to_string(getpid());
+    UprobeEvent uprobe(tracefs.path(), event, target);
+    REQUIRE(uprobe.defined());
+
+    NamedKpathd binary;
+    KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
+                                         "hooks:\n"
+                                         "  refresh_interval: 1s\n"
+                                         "  bpf_stats: always\n",
+                          .binary = binary.path()});
+    REQUIRE(kpathd.WaitUntilServing());
+    Agent agent({"--uprobe-event", event});
+    REQUIRE(agent.WaitReady(10s));
+
+    // All four within two refreshes.
+    std::string body;
+    std::vector<Sample> hooks;
+    for (auto deadline = std::chrono::steady_clock::now() + 5s;
+         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+      body = kpathd.Scrape().value_or("");
+      hooks = HooksOwnedBy(body, "hook_agent");
+      if (hooks.size() >= 4 &&
+          Sum(body, "kpath_foreign_bpf_runs_total", {{"owner", "hook_agent"}}) > 0) {
+        break;
+      }
+    }
+    INFO(body);
+    INFO(kpathd.Output());
+    auto find = [&](const std::string& kind, const std::string& hook_target) -> const Sample* {
+      for (const Sample& s : hooks) {
+        if (s.labels.at("kind") == kind && s.labels.at("target") == hook_target) return &s;
+      }
+      return nullptr;
+    };
+    const Sample* tracepoint = find("tracepoint", "sched:sched_switch");
+    REQUIRE(tracepoint != nullptr);
+    CHECK(tracepoint->labels.at("hot") == "true");
+    CHECK(tracepoint->value == 1);
+    CHECK(find("raw_tracepoint", "task:task_newtask") != nullptr);
+    const Sample* tp_btf = find("raw_tracepoint", "sched:sched_process_fork");
+    REQUIRE(tp_btf != nullptr);
+    CHECK(tp_btf->labels.at("hot") == "false");
+    const Sample* probe = find("uprobe", target);
+    REQUIRE(probe != nullptr);
+    CHECK(probe->value == 1);  // the tracefs event and the agent's program on it: one hook
+    CHECK(hooks.size() == 4);
+
+    // Its CPU time, from the kernel's statistics held on by kpathd (exact: sampled="false").
+    CHECK(Sum(body, "kpath_foreign_bpf_run_seconds_total",
+              {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) > 0);
+    CHECK(Sum(body, "kpath_foreign_bpf_runs_total",
+              {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}}) > 0);
+    CHECK(Sum(body, "kpath_foreign_bpf_runs_total",
+              {{"owner", "hook_agent"}, {"program", "agent_uprobe"}}) > 0);
+    CHECK(MetricValue(body, "kpath_foreign_bpf_stats_coverage_ratio") == 1);
+    CHECK(MetricValue(body, "kpath_bpf_stats_enabled") == 1);  // kpathd's own cost is exported
+
+    // Nothing of kpathd's own, although its probes are attached.
+    CHECK(MetricValue(body, "kpath_probe_attached", {{"probe", "percpu_alloc"}}) == 1);
+    CHECK(HooksOwnedBy(body, kKpathdName).empty());
+    CHECK(Sum(body, "kpath_foreign_bpf_runs_total", {{"owner", kKpathdName}}) == 0);
+    CHECK(MetricValue(body, "kpath_foreign_hook_source_available", {{"source", "bpf"}}) == 1);
+    if (!std::filesystem::exists("/sys/kernel/debug/kprobes") &&
+        !std::filesystem::exists("/sys/bus/event_source/devices/kprobe")) {
+      WARN("this kernel has no kprobes (CONFIG_KPROBES off): kpath_hidden_kprobes must be 0");
+      CHECK(MetricValue(body, "kpath_hidden_kprobes") == 0);
+      CHECK(kpathd.Output().find("kpath_hidden_kprobes is 0") != std::string::npos);
+    }
+
+    // The agent exits and the event is removed: gone at the next refresh.
+    REQUIRE(agent.Stop() == 0);
+    REQUIRE(uprobe.Remove());
+    auto removed = std::chrono::steady_clock::now();
+    bool gone = false;
+    while (std::chrono::steady_clock::now() - removed < 5s) {
+      body = kpathd.Scrape().value_or("");
+      gone = !body.empty() && HooksOwnedBy(body, "hook_agent").empty() &&
+             body.find(target) == std::string::npos;
+      if (gone) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    auto took = std::chrono::steady_clock::now() - removed;
+    CHECK(gone);
+    // One refresh (1 s), plus the sampling tick it lands on (250 ms) and scrape slack.
+    CHECK(took < 1600ms);
+
+    kpathd.Signal(SIGTERM);
+    CHECK(kpathd.WaitExit(5s) == 0);
+  }
+  // No uprobe event, debugfs or tracefs mount left behind.
+  std::ifstream events("/sys/kernel/tracing/uprobe_events");
+  std::string remaining((std::istreambuf_iterator<char>(events)), std::istreambuf_iterator<char>());
+  CHECK(remaining.find("kpath_hook_test/") == std::string::npos);
+  CHECK(DebugfsMounts() == mounts_before);
+}
+
+TEST_CASE("sampled BPF statistics charge a foreign program's CPU time, labelled sampled",
+          "[hooks][integration]") {
+  REQUIRE(IsRoot());
+  std::ifstream sysctl("/proc/sys/kernel/bpf_stats_enabled");
+  int stats_on = 0;
+  sysctl >> stats_on;
+  NamedKpathd binary;
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
+                                       "hooks:\n"
+                                       "  refresh_interval: 1s\n"
+                                       "  bpf_stats: sampled\n"
+                                       "  bpf_stats_slice: 300ms\n",
+                        .binary = binary.path()});
+  REQUIRE(kpathd.WaitUntilServing());
+  Agent agent({});
+  REQUIRE(agent.WaitReady(10s));
+  // With the sysctl on, the kernel keeps exact figures and kpathd reports those instead.
+  const std::string sampled = stats_on ? "false" : "true";
+  if (stats_on) WARN("kernel.bpf_stats_enabled is 1 on this host: exact figures, not sampled");
+  std::string body;
+  double seconds = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 6s;
+       std::chrono::steady_clock::now() < deadline && seconds <= 0;
+       std::this_thread::sleep_for(100ms)) {
+    body = kpathd.Scrape().value_or("");
+    seconds = Sum(body, "kpath_foreign_bpf_run_seconds_total",
+                  {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", sampled}});
+  }
+  INFO(body);
+  INFO(kpathd.Output());
+  CHECK(seconds > 0);
+  CHECK(Sum(body, "kpath_foreign_bpf_runs_total",
+            {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", sampled}}) > 0);
+  CHECK(MetricValue(body, "kpath_foreign_bpf_stats_coverage_ratio") ==
+        Approx(stats_on ? 1.0 : 0.3));
+  // A partial hold leaves kpathd's own statistics off (they would undercount).
+  if (!stats_on) CHECK(MetricValue(body, "kpath_bpf_stats_enabled") == 0);
+  CHECK(agent.Stop() == 0);
+  kpathd.Signal(SIGTERM);
+  CHECK(kpathd.WaitExit(5s) == 0);
+}

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Test fixture, not part of kpathd: a real IRQ-disabled region of a chosen length on the CPU of
+ * the test thread. When the target process calls getpgid(2), this program disables IRQs on its
+ * CPU (kfunc bpf_local_irq_save, Linux 6.14+), spins on bpf_ktime_get_ns() until `hold_ns` have
+ * passed, and restores them; the timer interrupt that was due meanwhile fires right at the
+ * restore, as it would after a driver's spin_unlock_irqrestore. */
+/* vmlinux.h first: libbpf's headers use its types. */
+// clang-format off
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+// clang-format on
+
+char LICENSE[] SEC("license") = "GPL";
+
+extern void bpf_local_irq_save(unsigned long* flags) __ksym;
+extern void bpf_local_irq_restore(unsigned long* flags) __ksym;
+extern int bpf_iter_num_new(struct bpf_iter_num* it, int start, int end) __ksym;
+extern int* bpf_iter_num_next(struct bpf_iter_num* it) __ksym;
+extern void bpf_iter_num_destroy(struct bpf_iter_num* it) __ksym;
+
+/* Written by the test through the skeleton's mmapped .bss. */
+__u32 target_tgid = 0;
+__u64 hold_ns = 0;
+/* Read back by the test: how many regions it made and how long the last one really was. */
+__u64 regions = 0;
+__u64 last_region_ns = 0;
+
+/* The kernel caps an open-coded numeric iterator at 8M steps; each step reads the clock
+ * (tens of nanoseconds), so one region can last far longer than any test needs. */
+#define FIXTURE_MAX_STEPS (8 * 1024 * 1024)
+
+SEC("tp/syscalls/sys_enter_getpgid")
+int hold_irqs_off(void* ctx) {
+  if (target_tgid == 0 || (bpf_get_current_pid_tgid() >> 32) != target_tgid) return 0;
+  unsigned long flags;
+  struct bpf_iter_num it;
+  __u64 start = bpf_ktime_get_ns();
+  __u64 until = start + hold_ns;
+  __u64 end = start;
+
+  bpf_local_irq_save(&flags);
+  bpf_iter_num_new(&it, 0, FIXTURE_MAX_STEPS);
+  while (bpf_iter_num_next(&it)) {
+    end = bpf_ktime_get_ns();
+    if (end >= until) break;
+  }
+  bpf_iter_num_destroy(&it);
+  bpf_local_irq_restore(&flags);
+
+  last_region_ns = end - start;
+  regions += 1;
+  return 0;
+}

@@ -1,0 +1,79 @@
+#include "irqoff_fixture.h"
+
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "irqoff_fixture.skel.h"
+
+namespace kpath::testing {
+
+std::unique_ptr<IrqOffFixture> IrqOffFixture::Load(std::string* why) {
+  // Ask the kernel's BTF for the kfuncs rather than failing in the verifier.
+  struct btf* vmlinux = btf__load_vmlinux_btf();
+  if (vmlinux == nullptr) {
+    *why = "no vmlinux BTF (the fixture's kfuncs need it)";
+    return nullptr;
+  }
+  for (const char* kfunc : {"bpf_local_irq_save", "bpf_local_irq_restore", "bpf_iter_num_new"}) {
+    if (btf__find_by_name_kind(vmlinux, kfunc, BTF_KIND_FUNC) <= 0) {
+      *why = std::string("kernel lacks the kfunc ") + kfunc + " (Linux 6.14+)";
+      btf__free(vmlinux);
+      return nullptr;
+    }
+  }
+  btf__free(vmlinux);
+  irqoff_fixture_bpf* skel = irqoff_fixture_bpf__open_and_load();
+  if (skel == nullptr) {
+    *why = std::string("loading the fixture: ") + std::strerror(errno);
+    return nullptr;
+  }
+  if (int err = irqoff_fixture_bpf__attach(skel); err != 0) {
+    *why = std::string("attaching the fixture: ") + std::strerror(-err);
+    irqoff_fixture_bpf__destroy(skel);
+    return nullptr;
+  }
+  return std::unique_ptr<IrqOffFixture>(new IrqOffFixture(skel));
+}
+
+IrqOffFixture::~IrqOffFixture() { irqoff_fixture_bpf__destroy(skel_); }
+
+std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
+                                                                 std::chrono::milliseconds hold,
+                                                                 int count,
+                                                                 std::chrono::milliseconds gap,
+                                                                 const std::string& thread_name) {
+  std::vector<std::chrono::nanoseconds> lengths;
+  std::thread worker([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    prctl(PR_SET_NAME, thread_name.c_str());
+    skel_->bss->hold_ns = static_cast<__u64>(std::chrono::nanoseconds(hold).count());
+    skel_->bss->target_tgid = static_cast<__u32>(getpid());
+    for (int i = 0; i < count; ++i) {
+      __u64 before = skel_->bss->regions;
+      getpgid(0);
+      if (skel_->bss->regions != before) {
+        lengths.emplace_back(static_cast<int64_t>(skel_->bss->last_region_ns));
+      }
+      // Busy, not asleep: the thread keeps the CPU, as a process holding IRQs off would.
+      auto until = std::chrono::steady_clock::now() + gap;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    skel_->bss->target_tgid = 0;
+  });
+  worker.join();
+  return lengths;
+}
+
+}  // namespace kpath::testing

@@ -1,0 +1,35 @@
+// Test support: real IRQ-disabled regions of a chosen length, made by irqoff_fixture.bpf.c on
+// the CPU of a thread of the test process. Everything it loads is gone when it is destroyed.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct irqoff_fixture_bpf;
+
+namespace kpath::testing {
+
+class IrqOffFixture {
+ public:
+  // Loads and attaches the fixture; nullptr and `why` when the kernel lacks what it needs (the
+  // kfuncs bpf_local_irq_save/restore and bpf_iter_num_*, Linux 6.14+).
+  static std::unique_ptr<IrqOffFixture> Load(std::string* why);
+  ~IrqOffFixture();
+  IrqOffFixture(const IrqOffFixture&) = delete;
+  IrqOffFixture& operator=(const IrqOffFixture&) = delete;
+
+  // From a new thread named `thread_name` pinned to `cpu`: `count` times, holds IRQs off for
+  // `hold`, then keeps running user code for `gap` (so that the delayed timer lands in it).
+  // Returns each region's length as the fixture measured it inside the kernel.
+  std::vector<std::chrono::nanoseconds> HoldIrqsOff(int cpu, std::chrono::milliseconds hold,
+                                                    int count, std::chrono::milliseconds gap,
+                                                    const std::string& thread_name);
+
+ private:
+  explicit IrqOffFixture(irqoff_fixture_bpf* skel) : skel_(skel) {}
+  irqoff_fixture_bpf* skel_;
+};
+
+}  // namespace kpath::testing

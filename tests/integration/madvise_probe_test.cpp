@@ -1,0 +1,499 @@
+// Seed 003 on the real kernel: madvise storms counted exactly by process and advice, TLB
+// shootdowns against /proc/interrupts, a storm of process names within the label budget, every
+// mechanism this kernel has, and the STATUS= line. Workloads run in forked children with known
+// names (prctl PR_SET_NAME) and leave nothing behind.
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "probes/kernel/kernel_features.h"
+#include "probes/madvise/madvise_probe.h"
+#include "support/expected_mechanisms.h"
+#include "support/kpathd_process.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// ---- reading the exposition ------------------------------------------------------------------
+
+struct Sample {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Every sample of `name` (text format; label values here never hold escaped quotes).
+std::vector<Sample> Samples(const std::string& exposition, const std::string& name) {
+  std::vector<Sample> out;
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) != 0) continue;
+    size_t at = name.size();
+    if (at >= line.size() || (line[at] != '{' && line[at] != ' ')) continue;
+    Sample s;
+    if (line[at] == '{') {
+      size_t close = line.find('}', at);
+      if (close == std::string::npos) continue;
+      std::string labels = line.substr(at + 1, close - at - 1);
+      size_t pos = 0;
+      while (pos < labels.size()) {
+        size_t eq = labels.find("=\"", pos);
+        size_t end = labels.find('"', eq + 2);
+        if (eq == std::string::npos || end == std::string::npos) break;
+        s.labels[labels.substr(pos, eq - pos)] = labels.substr(eq + 2, end - eq - 2);
+        pos = end + 2;  // past `",`
+      }
+      at = close + 1;
+    }
+    s.value = std::stod(line.substr(at + 1));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The sum of every sample of `name` whose labels include `match`.
+double Sum(const std::string& exposition, const std::string& name,
+           const std::map<std::string, std::string>& match = {}) {
+  double sum = 0;
+  for (const Sample& s : Samples(exposition, name)) {
+    bool ok = true;
+    for (const auto& [k, v] : match) ok = ok && s.labels.count(k) && s.labels.at(k) == v;
+    if (ok) sum += s.value;
+  }
+  return sum;
+}
+
+// Scrapes until `name{match}` (summed) reaches `want` or the timeout passes; the last scrape.
+std::string ScrapeUntil(KpathdProcess& kpathd, const std::string& name,
+                        const std::map<std::string, std::string>& match, double want,
+                        std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string body;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto b = kpathd.Scrape()) {
+      body = *b;
+      if (Sum(body, name, match) >= want) break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return body;
+}
+
+// ---- workloads -------------------------------------------------------------------------------
+
+// Starts `work` in a forked child (call from the test's only thread).
+pid_t StartChild(const std::function<void()>& work) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    work();
+    _exit(0);
+  }
+  return pid;
+}
+
+// Waits for a child; true if it exited 0.
+bool WaitChild(pid_t pid) {
+  if (pid < 0) return false;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Runs `work` in a forked child and waits for it; true if it exited 0.
+bool InChild(const std::function<void()>& work) { return WaitChild(StartChild(work)); }
+
+// A name no other process has: task comms are at most 15 characters.
+std::string UniqueComm(const std::string& prefix) {
+  return (prefix + std::to_string(getpid() % 100000)).substr(0, 15);
+}
+
+void SetComm(const std::string& comm) { prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0); }
+
+bool PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return sched_setaffinity(0, sizeof(set), &set) == 0;
+}
+
+// Two CPUs this process may run on, for the madvise thread and its spinning sibling.
+std::optional<std::pair<int, int>> TwoCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::nullopt;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (cpus.size() < 2) return std::nullopt;
+  return std::make_pair(cpus[0], cpus[1]);
+}
+
+struct StormOptions {
+  std::string comm;
+  int calls = 100000;
+  int advice = MADV_DONTNEED;
+  bool touch = false;  // write the page before each call, so that the call unmaps something
+  std::optional<std::pair<int, int>> sibling_cpus;  // a thread spinning in the same mm
+};
+
+// `calls` madvise calls on one 4 KiB page under `comm`, as the Go runtime returns memory. The
+// child does nothing else under that name: the sibling names itself before anything else, since
+// glibc madvises a thread's stack when the thread exits.
+void MadviseStorm(const StormOptions& o) {
+  SetComm(o.comm);
+  char* page = static_cast<char*>(
+      mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  if (page == MAP_FAILED) _exit(2);
+  std::atomic<bool> stop{false}, spinning{false};
+  std::thread sibling;
+  if (o.sibling_cpus) {
+    if (!PinTo(o.sibling_cpus->first)) _exit(3);
+    sibling = std::thread([&] {
+      SetComm("kpt-sibling");
+      PinTo(o.sibling_cpus->second);
+      spinning = true;
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+    while (!spinning) {
+    }
+  }
+  for (int i = 0; i < o.calls; ++i) {
+    if (o.touch) *reinterpret_cast<volatile char*>(page) = 1;
+    madvise(page, kPage, o.advice);
+  }
+  stop = true;
+  if (sibling.joinable()) sibling.join();
+}
+
+// The TLB row of /proc/interrupts summed over CPUs (x86), read directly; nullopt if absent.
+std::optional<double> ProcTlbShootdowns() {
+  std::ifstream in("/proc/interrupts");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string name;
+    fields >> name;
+    if (name != "TLB:") continue;
+    double total = 0;
+    for (std::string token; fields >> token;) {
+      if (token.find_first_not_of("0123456789") != std::string::npos) break;
+      total += std::stod(token);
+    }
+    return total;
+  }
+  return std::nullopt;
+}
+
+std::string Config(const std::string& extra = "") { return "sampling_interval: 100ms\n" + extra; }
+
+std::string RestrictedTo(const std::string& probe, const std::string& mechanism) {
+  return Config("probes:\n  " + probe + ":\n    mechanisms: [" + mechanism + "]\n");
+}
+
+}  // namespace
+
+TEST_CASE("madvise: 100000 MADV_DONTNEED calls on one page are counted exactly under the caller",
+          "[madvise]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = Config()});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  REQUIRE(Sum(*body, "kpath_probe_attached", {{"probe", "madvise"}}) == 1);
+
+  const std::string comm = UniqueComm("kpt-dn-");
+  REQUIRE(InChild([&] { MadviseStorm({.comm = comm}); }));
+  std::map<std::string, std::string> series{{"comm", comm}, {"advice", "dontneed"}};
+  std::string after = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, 100000);
+  CHECK(Sum(after, "kpath_madvise_calls_total", series) == 100000);
+  CHECK(Sum(after, "kpath_madvise_bytes_total", series) == 409600000.0);
+  // Nothing else under that name: one series, one advice.
+  CHECK(Sum(after, "kpath_madvise_calls_total", {{"comm", comm}}) == 100000);
+  CHECK(Sum(after, "kpath_collector_success", {{"collector", "madvise"}}) == 1);
+}
+
+TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/interrupts",
+          "[madvise][tlb]") {
+  REQUIRE(IsRoot());
+  std::optional<std::pair<int, int>> cpus = TwoCpus();
+  if (!cpus) {
+    WARN("skipped: needs two CPUs (a TLB shootdown goes to another CPU running the mm)");
+    return;
+  }
+  if (!ProcTlbShootdowns()) {
+    WARN("skipped: /proc/interrupts has no TLB row (not x86: no shootdown IPIs to count)");
+    return;
+  }
+  KpathdProcess kpathd({.config_yaml = Config()});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  // A sample taken after the daemon came up, then /proc/interrupts right away.
+  std::this_thread::sleep_for(250ms);
+  auto before = kpathd.Scrape();
+  double proc0 = *ProcTlbShootdowns();
+  REQUIRE(before);
+
+  const std::string comm = UniqueComm("kpt-tlb-");
+  REQUIRE(InChild(
+      [&] { MadviseStorm({.comm = comm, .calls = 100000, .touch = true, .sibling_cpus = cpus}); }));
+  std::this_thread::sleep_for(300ms);  // past the next samples
+  double proc1 = *ProcTlbShootdowns();
+  auto after = kpathd.Scrape();
+  REQUIRE(after);
+
+  double proc_delta = proc1 - proc0;
+  double kpath_delta =
+      Sum(*after, "kpath_tlb_shootdowns_total") - Sum(*before, "kpath_tlb_shootdowns_total");
+  INFO("/proc/interrupts TLB delta " << proc_delta << ", kpath_tlb_shootdowns_total delta "
+                                     << kpath_delta);
+  // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent. Under a
+  // hypervisor with paravirtual TLB flush, a preempted vCPU is flushed on entry without an IPI,
+  // so only some calls interrupt the sibling; still thousands.
+  CHECK(proc_delta >= 1000);
+  CHECK(std::abs(kpath_delta - proc_delta) <= 0.1 * proc_delta);
+  if (Sum(*after, "kpath_probe_attached", {{"probe", "tlb_flush"}}) == 1) {
+    // The receiving side of the same IPIs, seen by the tlb:tlb_flush tracepoint.
+    double remote = Sum(*after, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}}) -
+                    Sum(*before, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}});
+    INFO("kpath_tlb_flushes_total{reason=remote_shootdown} delta " << remote);
+    CHECK(std::abs(remote - proc_delta) <= 0.1 * proc_delta);
+    // The sending side: at least one request per call that found the page mapped.
+    double sent = Sum(*after, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}}) -
+                  Sum(*before, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}});
+    CHECK(sent >= proc_delta);
+  } else {
+    WARN("tlb_flush probe not attached: " << kpathd.Output());
+  }
+  std::map<std::string, std::string> series{{"comm", comm}, {"advice", "dontneed"}};
+  std::string counted = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, 100000);
+  CHECK(Sum(counted, "kpath_madvise_calls_total", series) == 100000);
+  CHECK(Sum(counted, "kpath_madvise_bytes_total", series) == 409600000.0);
+}
+
+TEST_CASE("madvise: thousands of process names stay within the label budget, totals exact",
+          "[madvise][labels]") {
+  REQUIRE(IsRoot());
+  // 5 names kept, the rest folded into "other"; the BPF hash (1024 keys per interval) overflows
+  // into its reserved per-advice keys, which are folded into "other" too.
+  KpathdProcess kpathd({.config_yaml = Config("labels:\n  comm: 5\n")});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  auto before = kpathd.Scrape();
+  REQUIRE(before);
+  // MADV_COLD: an advice nothing else on a test machine uses, so the total is ours alone.
+  std::map<std::string, std::string> cold{{"advice", "cold"}};
+  double cold0 = Sum(*before, "kpath_madvise_calls_total", cold);
+
+  constexpr int kNames = 5000;
+  int expected = 0;
+  for (int i = 0; i < kNames; ++i) expected += 1 + i % 3;
+  const std::string prefix = UniqueComm("k") + "-";
+  REQUIRE(InChild([&] {
+    char* page = static_cast<char*>(
+        mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    for (int i = 0; i < kNames; ++i) {
+      SetComm(prefix + std::to_string(i));
+      for (int c = 0; c < 1 + i % 3; ++c) madvise(page, kPage, MADV_COLD);
+    }
+  }));
+  std::string after = ScrapeUntil(kpathd, "kpath_madvise_calls_total", cold, cold0 + expected);
+  CHECK(Sum(after, "kpath_madvise_calls_total", cold) - cold0 == expected);
+  CHECK(Sum(after, "kpath_madvise_bytes_total", cold) -
+            Sum(*before, "kpath_madvise_bytes_total", cold) ==
+        static_cast<double>(expected) * kPage);
+  std::vector<Sample> series = Samples(after, "kpath_madvise_calls_total");
+  std::set<std::string> comms;
+  for (const Sample& s : series) comms.insert(s.labels.at("comm"));
+  INFO("comm values: " << comms.size() << ", series: " << series.size());
+  CHECK(comms.size() <= 5 + 1);
+  CHECK(series.size() <= (5 + 1) * (9 + 1));  // FoldedCounters' budget: (top-N + other) each
+  CHECK(comms.count("other") == 1);
+}
+
+TEST_CASE("madvise: process_madvise is counted once per call with its iovec lengths summed",
+          "[madvise]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = Config()});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  if (kpathd.Output().find("process_madvise not counted") != std::string::npos) {
+    WARN("skipped: this kernel has no process_madvise hook (Linux 5.10+): " << kpathd.Output());
+    return;
+  }
+  const std::string comm = UniqueComm("kpt-pm-");
+  constexpr int kCalls = 1000;
+  REQUIRE(InChild([&] {
+    SetComm(comm);
+    char* area = static_cast<char*>(
+        mmap(nullptr, 6 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+    if (pidfd < 0) _exit(4);
+    iovec iov[3] = {{area, kPage}, {area + kPage, 2 * kPage}, {area + 3 * kPage, 3 * kPage}};
+    for (int i = 0; i < kCalls; ++i) syscall(SYS_process_madvise, pidfd, iov, 3, MADV_COLD, 0);
+  }));
+  std::map<std::string, std::string> series{{"comm", comm}, {"advice", "cold"}};
+  std::string after = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, kCalls);
+  CHECK(Sum(after, "kpath_madvise_calls_total", series) == kCalls);
+  CHECK(Sum(after, "kpath_madvise_bytes_total", series) == kCalls * 6.0 * kPage);
+  CHECK(Sum(after, "kpath_events_lost_total", {{"probe", "madvise"}}) == 0);
+}
+
+TEST_CASE("madvise: each mechanism this kernel has attaches alone and counts exactly",
+          "[madvise][mechanisms]") {
+  REQUIRE(IsRoot());
+  for (std::string mechanism : {"fentry", "kprobe", "tracepoint"}) {
+    DYNAMIC_SECTION("mechanism " << mechanism) {
+      KpathdProcess kpathd({.config_yaml = RestrictedTo("madvise", mechanism)});
+      REQUIRE(kpathd.WaitUntilServing());
+      auto body = kpathd.Scrape();
+      REQUIRE(body);
+      INFO(kpathd.Output());
+      if (Sum(*body, "kpath_probe_attached", {{"probe", "madvise"}, {"mechanism", mechanism}}) !=
+          1) {
+        // The kernel lacks it (here: no CONFIG_KPROBES; fentry programs refused with EPERM). The
+        // probe says so, exports mechanism="none" and the rest keeps working. Where the kernel
+        // is known to have it (KPATH_EXPECT_MECHANISMS, the QEMU matrix), that is a failure.
+        std::string log = kpathd.Output();
+        REQUIRE_FALSE(MustAttach("madvise", mechanism));
+        size_t why = log.find("probe madvise: not attached");
+        REQUIRE(why != std::string::npos);
+        WARN("madvise " << mechanism << " not available on this kernel: "
+                        << log.substr(why, log.find('\n', why) - why));
+        CHECK(Sum(*body, "kpath_probe_attached", {{"probe", "madvise"}, {"mechanism", "none"}}) ==
+              0);
+        CHECK(Sum(*body, "kpath_collector_success", {{"collector", "madvise"}}) == 0);
+        CHECK(Sum(*body, "kpath_collector_success", {{"collector", "stat"}}) == 1);
+        CHECK(Samples(*body, "kpath_madvise_calls_total").empty());
+        continue;
+      }
+      const std::string comm = UniqueComm("kpt-" + mechanism.substr(0, 4) + "-");
+      REQUIRE(InChild([&] { MadviseStorm({.comm = comm, .calls = 20000, .advice = MADV_FREE}); }));
+      std::map<std::string, std::string> series{{"comm", comm}, {"advice", "free"}};
+      std::string after = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, 20000);
+      CHECK(Sum(after, "kpath_madvise_calls_total", series) == 20000);
+      CHECK(Sum(after, "kpath_madvise_bytes_total", series) == 20000.0 * kPage);
+    }
+  }
+}
+
+TEST_CASE("tlb_flush: each mechanism this kernel has attaches alone and counts shootdowns",
+          "[tlb][mechanisms]") {
+  REQUIRE(IsRoot());
+  std::optional<std::pair<int, int>> cpus = TwoCpus();
+  for (std::string mechanism : {"tp_btf", "raw_tp", "tracepoint"}) {
+    DYNAMIC_SECTION("mechanism " << mechanism) {
+      KpathdProcess kpathd({.config_yaml = RestrictedTo("tlb_flush", mechanism)});
+      REQUIRE(kpathd.WaitUntilServing());
+      auto before = kpathd.Scrape();
+      REQUIRE(before);
+      INFO(kpathd.Output());
+      if (Sum(*before, "kpath_probe_attached",
+              {{"probe", "tlb_flush"}, {"mechanism", mechanism}}) != 1) {
+        std::string log = kpathd.Output();
+        REQUIRE_FALSE(MustAttach("tlb_flush", mechanism));
+        size_t why = log.find("probe tlb_flush: not attached");
+        REQUIRE(why != std::string::npos);
+        WARN("tlb_flush " << mechanism << " not available on this kernel (no tlb:tlb_flush "
+                          << "outside x86): " << log.substr(why, log.find('\n', why) - why));
+        continue;
+      }
+      // Local flushes happen on any busy machine; a madvise storm with a sibling adds its own.
+      REQUIRE(InChild([&] {
+        MadviseStorm({.comm = UniqueComm("kpt-flush-"),
+                      .calls = 20000,
+                      .touch = true,
+                      .sibling_cpus = cpus});
+      }));
+      std::string after = ScrapeUntil(
+          kpathd, "kpath_tlb_flushes_total", {{"reason", "local_mm_shootdown"}},
+          Sum(*before, "kpath_tlb_flushes_total", {{"reason", "local_mm_shootdown"}}) + 20000);
+      // Each call that unmapped the page flushed it locally (the page was written just before).
+      CHECK(Sum(after, "kpath_tlb_flushes_total", {{"reason", "local_mm_shootdown"}}) -
+                Sum(*before, "kpath_tlb_flushes_total", {{"reason", "local_mm_shootdown"}}) >=
+            20000);
+      CHECK(Samples(after, "kpath_tlb_flushes_total").size() == 7);
+    }
+  }
+}
+
+TEST_CASE("madvise: the STATUS line names the storming process and its rate", "[madvise][status]") {
+  REQUIRE(IsRoot());
+  NotifySocket notify;
+  KpathdProcess kpathd({.env = {{"NOTIFY_SOCKET", notify.path()}},
+                        .config_yaml = Config("madvise:\n  storm_calls_per_second: 1000\n")});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  const std::string comm = UniqueComm("kpt-storm-");
+  // Long enough for several 100 ms samples to see it.
+  pid_t storm = StartChild([&] { MadviseStorm({.comm = comm, .calls = 150000, .touch = true}); });
+  std::optional<std::string> status = notify.WaitFor("madvise storm: " + comm, 10s);
+  REQUIRE(WaitChild(storm));
+  REQUIRE(status);
+  CHECK(status->find("calls/s") != std::string::npos);
+  // Once the storm is over (and the lines queued meanwhile are read), the STATUS line is calm.
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  bool calm = false;
+  while (!calm && std::chrono::steady_clock::now() < deadline) {
+    std::optional<std::string> line = notify.WaitFor("STATUS=", 1s);
+    calm = line && line->find("madvise storm: " + comm) == std::string::npos;
+  }
+  CHECK(calm);
+}
+
+TEST_CASE("real kernel: BTF gives do_madvise's parameter names, which set its argument layout",
+          "[madvise][kernel-live]") {
+  REQUIRE(IsRoot());
+  kpath::LiveKernelFeatures features(kpath::HostPaths(), /*may_mount=*/false);
+  if (!features.HasVmlinuxBtf()) {
+    WARN("skipped: no vmlinux BTF on this kernel");
+    return;
+  }
+  std::optional<std::vector<std::string>> params = features.BtfFunctionParams("do_madvise");
+  REQUIRE(params);
+  // 5.10+ (process_madvise): do_madvise(mm, start, len_in, behavior).
+  CHECK(*params == std::vector<std::string>{"mm", "start", "len_in", "behavior"});
+  CHECK(features.BtfFunctionParams("no_such_function_kpath") == std::nullopt);
+}
+
+TEST_CASE("real kernel: the madvise kprobe programs pass the verifier where kprobes cannot attach",
+          "[madvise][kernel-live]") {
+  REQUIRE(IsRoot());
+  // Loading a kprobe program needs no kprobe support; attaching does. On a kernel without
+  // CONFIG_KPROBES the attempt must get past the load and fail at the attach.
+  kpath::LiveKernelFeatures features(kpath::HostPaths(), /*may_mount=*/false);
+  std::string wrapper;
+  for (const char* fn : {"__x64_sys_madvise", "__arm64_sys_madvise"}) {
+    if (features.KernelFunction(fn)) wrapper = fn;
+  }
+  if (wrapper.empty()) {
+    WARN("skipped: no madvise syscall wrapper in kallsyms");
+    return;
+  }
+  kpath::MadviseProbe probe(features, {});
+  for (const std::string& target : {wrapper, std::string("do_madvise")}) {
+    INFO(target);
+    absl::Status s = probe.Attach({kpath::Mechanism::kKprobe, target}, features);
+    probe.Detach();
+    if (s.ok()) continue;  // a kernel with kprobes: attached and detached
+    CHECK(std::string(s.message()).rfind("attach:", 0) == 0);
+  }
+}

@@ -1,0 +1,215 @@
+// Every way a probe can attach, one at a time, on the running kernel: each (mechanism, target)
+// plan the probe lists and the kernel supports is attached alone, in this process, and counts
+// the same workload run by a child with a name of its own. All plans must count it to the same
+// number of calls, so that a host that falls back from tp_btf to a kprobe reports the same
+// figures. The development kernel has only the tracepoint plans; Debian's 6.1 under QEMU
+// (tests/qemu/run.sh) adds fentry and kprobe on pcpu_alloc, __alloc_percpu_gfp, the madvise
+// syscall wrapper and do_madvise, and names them in KPATH_EXPECT_MECHANISMS so that a plan that
+// does not attach there fails instead of being skipped.
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fmt/format.h"
+#include "probes/collect/metric_families.h"
+#include "probes/collect/probe_attacher.h"
+#include "probes/kernel/host_paths.h"
+#include "probes/kernel/kernel_features.h"
+#include "probes/madvise/madvise_probe.h"
+#include "probes/percpu/percpu_probe.h"
+#include "support/cgroup_churn.h"
+#include "support/expected_mechanisms.h"
+#include "support/kpathd_process.h"
+
+using namespace kpath::testing;
+
+namespace {
+
+// Runs `work` in a child process named `comm`; true if it exited 0.
+bool RunNamed(const std::string& comm, const std::function<bool()>& work) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
+    _exit(work() ? 0 : 1);
+  }
+  int status = 0;
+  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+         WEXITSTATUS(status) == 0;
+}
+
+// The value of `label` in a sample ("" if absent).
+std::string LabelOf(const prometheus::ClientMetric& metric, const std::string& label) {
+  for (const prometheus::ClientMetric::Label& l : metric.label) {
+    if (l.name == label) return l.value;
+  }
+  return "";
+}
+
+// Sums over the samples of family `name` whose label `comm` is `comm`, by the value of `by`.
+std::map<std::string, double> SumForComm(const kpath::MetricFamilies& families,
+                                         const std::string& name, const std::string& comm,
+                                         const std::string& by) {
+  std::map<std::string, double> sums;
+  for (const prometheus::MetricFamily& family : families) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      if (LabelOf(metric, "comm") == comm) sums[LabelOf(metric, by)] += metric.counter.value;
+    }
+  }
+  return sums;
+}
+
+double SumForComm(const kpath::MetricFamilies& families, const std::string& name,
+                  const std::string& comm) {
+  double sum = 0;
+  for (const auto& [key, value] : SumForComm(families, name, comm, "comm")) sum += value;
+  return sum;
+}
+
+struct PlanCount {
+  std::string plan;  // "kprobe pcpu_alloc"
+  double calls = 0;
+  double bytes = 0;
+  std::map<std::string, double> callers;  // percpu: calls by kernel caller
+};
+
+std::string Table(const std::vector<PlanCount>& counts) {
+  std::string text;
+  for (const PlanCount& c : counts) {
+    text += fmt::format("\n  {:<36} {:>6} calls {:>10} bytes", c.plan, c.calls, c.bytes);
+    for (const auto& [caller, calls] : c.callers) text += fmt::format(" {}:{}", caller, calls);
+  }
+  return text;
+}
+
+// Attaches `probe` with `plan` alone; false (after failing the test where the kernel is known
+// to have the mechanism, or warning why) when it cannot.
+bool AttachAlone(kpath::AttachableProbe& probe, const kpath::AttachPlan& plan,
+                 kpath::KernelFeatures& kernel, const std::string& probe_name) {
+  std::string mechanism(kpath::MechanismName(plan.mechanism));
+  absl::Status supported = probe.Supported(plan, kernel);
+  if (!supported.ok()) {
+    // A function this kernel does not have (pcpu_alloc_noprof before 6.10), or no kprobes at all.
+    INFO(mechanism << " " << plan.target << ": " << supported.message());
+    CHECK_FALSE(MustAttach(probe_name + "_functions", plan.target));
+    return false;
+  }
+  absl::Status attached = probe.Attach(plan, kernel);
+  if (attached.ok()) return true;
+  INFO(mechanism << " " << plan.target << ": " << attached.message());
+  CHECK_FALSE(MustAttach(probe_name, mechanism));
+  WARN(probe_name << " " << mechanism << " " << plan.target
+                  << " not available on this kernel: " << attached.message());
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("percpu: every plan this kernel supports, attached alone, counts the same memcg churn",
+          "[percpu][mechanisms][matrix]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  kpath::RouteLibbpfLogsToSpdlog();  // plans the kernel refuses are reported below, once
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  constexpr int kCgroups = 50;
+  std::vector<PlanCount> counts;
+  kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(), {});
+  for (const kpath::AttachPlan& plan : probe.Plans()) {
+    std::string name = fmt::format("{} {}", kpath::MechanismName(plan.mechanism), plan.target);
+    if (!AttachAlone(probe, plan, kernel, "percpu_alloc")) continue;
+    std::string comm = fmt::format("kpm-{}", counts.size());
+    kpath::MetricFamilies before;
+    REQUIRE(probe.Collect(before).ok());
+    REQUIRE(RunNamed(comm, [&] {
+      return ChurnCgroups(*root, "kpath-matrix-" + comm, kCgroups) == kCgroups;
+    }));
+    kpath::MetricFamilies after;
+    REQUIRE(probe.Collect(after).ok());
+    probe.Detach();
+    std::map<std::string, double> callers =
+        SumForComm(after, "kpath_percpu_allocs_total", comm, "caller");
+    for (auto& [caller, calls] : callers) calls /= kCgroups;
+    counts.push_back({name, SumForComm(after, "kpath_percpu_allocs_total", comm) / kCgroups,
+                      SumForComm(after, "kpath_percpu_alloc_bytes_total", comm) / kCgroups,
+                      callers});
+  }
+  WARN("percpu allocations per memory cgroup created, by plan:" << Table(counts));
+  REQUIRE_FALSE(counts.empty());
+  // pcpu_alloc(_noprof) is the allocator itself: every plan on it or on its tracepoint sees
+  // every allocation, from the same callers. __alloc_percpu_gfp is one of its entry points
+  // (alloc_percpu() without a gfp argument goes straight to pcpu_alloc before 6.10), so it sees
+  // a part of them. Bytes: the tracepoint's bytes_alloc (5.19+) adds what memcg accounting
+  // charges on top of size x CPUs (a pointer per 4 bytes: pcpu_obj_full_size()), which entry
+  // probes cannot see; without bytes_alloc, every plan counts size x possible CPUs.
+  const PlanCount& reference = counts.front();
+  CHECK(reference.calls >= 1);
+  const PlanCount* entry_reference = nullptr;
+  for (const PlanCount& c : counts) {
+    INFO(c.plan);
+    CHECK(c.callers.count("unknown") == 0);  // every allocation named by its caller
+    bool entry_probe = c.plan.starts_with("fentry") || c.plan.starts_with("kprobe");
+    if (c.plan.ends_with("__alloc_percpu_gfp")) {
+      CHECK(c.calls >= 1);
+      CHECK(c.calls <= reference.calls);
+      continue;
+    }
+    CHECK(c.calls == reference.calls);
+    CHECK(c.callers == reference.callers);
+    if (!entry_probe) {
+      CHECK(c.bytes == reference.bytes);
+    } else if (entry_reference == nullptr) {
+      entry_reference = &c;
+      CHECK(c.bytes <= reference.bytes);
+    } else {
+      CHECK(c.bytes == entry_reference->bytes);
+    }
+  }
+}
+
+TEST_CASE("madvise: every plan this kernel supports, attached alone, counts exactly the calls made",
+          "[madvise][mechanisms][matrix]") {
+  REQUIRE(IsRoot());
+  kpath::RouteLibbpfLogsToSpdlog();
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  constexpr int kCalls = 5000;
+  constexpr size_t kPage = 4096;
+  std::vector<PlanCount> counts;
+  kpath::MadviseProbe probe(kernel, {});
+  for (const kpath::AttachPlan& plan : probe.Plans()) {
+    std::string name = fmt::format("{} {}", kpath::MechanismName(plan.mechanism), plan.target);
+    if (!AttachAlone(probe, plan, kernel, "madvise")) continue;
+    std::string comm = fmt::format("kmm-{}", counts.size());
+    kpath::MetricFamilies before;
+    REQUIRE(probe.Collect(before).ok());
+    REQUIRE(RunNamed(comm, [&] {
+      void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (page == MAP_FAILED) return false;
+      for (int i = 0; i < kCalls; ++i) {
+        if (madvise(page, kPage, MADV_DONTNEED) != 0) return false;
+      }
+      return true;
+    }));
+    kpath::MetricFamilies after;
+    REQUIRE(probe.Collect(after).ok());
+    probe.Detach();
+    counts.push_back({name, SumForComm(after, "kpath_madvise_calls_total", comm),
+                      SumForComm(after, "kpath_madvise_bytes_total", comm)});
+  }
+  WARN(kCalls << " madvise(MADV_DONTNEED) calls on one page, counted by plan:" << Table(counts));
+  REQUIRE_FALSE(counts.empty());
+  for (const PlanCount& c : counts) {
+    INFO(c.plan);
+    CHECK(c.calls == kCalls);
+    CHECK(c.bytes == kCalls * static_cast<double>(kPage));
+  }
+}

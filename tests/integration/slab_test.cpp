@@ -1,0 +1,120 @@
+// Slab caches and /proc/slabinfo readers on the real kernel, through the real kpathd binary.
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "support/kpathd_process.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+
+namespace {
+
+uint64_t SlabAttribute(const std::string& cache, const std::string& attribute) {
+  std::ifstream in("/sys/kernel/slab/" + cache + "/" + attribute);
+  uint64_t value = 0;
+  in >> value;
+  return value;
+}
+
+// A child process named `comm` that opens `path` `times` times; returns its exit status. The
+// path is copied to the child's stack first, as a program building it would have it: a string
+// on a page the child has never touched cannot be read at syscall entry (see README).
+int OpenAsProcess(const std::string& comm, const std::string& path, int times) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_NAME, comm.c_str());
+    char name[64] = {};
+    path.copy(name, sizeof(name) - 1);
+    for (int i = 0; i < times; ++i) {
+      int fd = open(name, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) _exit(1);
+      close(fd);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("slab sizes of the configured caches equal SLUB's own counters", "[slab]") {
+  REQUIRE(IsRoot());
+  if (!std::filesystem::exists("/sys/kernel/slab/dentry/total_objects")) {
+    WARN("skipped: no /sys/kernel/slab/dentry/total_objects (not SLUB with CONFIG_SLUB_DEBUG)");
+    return;
+  }
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  INFO(kpathd.Output());
+  CHECK(MetricValue(*body, "kpath_collector_success", {{"collector", "slab"}}) == 1);
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  for (std::string cache : {"dentry", "proc_inode_cache", "buffer_head"}) {
+    INFO(cache);
+    auto objects = MetricValue(*body, "kpath_slab_objects", {{"cache", cache}});
+    auto bytes = MetricValue(*body, "kpath_slab_bytes", {{"cache", cache}});
+    REQUIRE(objects);
+    REQUIRE(bytes);
+    // The caches move while the test runs: a few percent.
+    double now_objects = static_cast<double>(SlabAttribute(cache, "total_objects"));
+    double now_bytes = static_cast<double>(SlabAttribute(cache, "slabs") *
+                                           (page << SlabAttribute(cache, "order")));
+    CHECK(std::abs(*objects - now_objects) <= 0.05 * now_objects + 64);
+    CHECK(std::abs(*bytes - now_bytes) <= 0.05 * now_bytes + 65536);
+  }
+  // Ten more, the largest by objects.
+  std::istringstream in(*body);
+  int series = 0;
+  for (std::string line; std::getline(in, line);)
+    series += line.rfind("kpath_slab_objects{", 0) == 0;
+  CHECK(series >= 6 + 10);
+  // Read the cheap way, timed, at the configured rate.
+  double took =
+      MetricValue(*body, "kpath_slab_read_duration_seconds", {{"source", "sysfs"}}).value_or(-1);
+  CHECK(took > 0);
+  CHECK(took < 0.050);
+  CHECK(MetricValue(*body, "kpath_slab_read_interval_seconds") == 60);
+}
+
+TEST_CASE("opens of /proc/slabinfo are counted by process name, and nothing else is",
+          "[slab][readers]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  INFO(kpathd.Output());
+  REQUIRE(MetricValue(*body, "kpath_probe_attached", {{"probe", "slabinfo_readers"}}) == 1);
+
+  REQUIRE(OpenAsProcess("kpath-slabrd", "/proc/slabinfo", 7) == 0);
+  REQUIRE(OpenAsProcess("kpath-notslab", "/proc/meminfo", 5) == 0);
+  REQUIRE(OpenAsProcess("kpath-notslab", "/proc/slabinfo_nope", 0) == 0);
+  double seen = 0;
+  for (int i = 0; i < 30 && seen < 7; ++i) {
+    std::this_thread::sleep_for(100ms);
+    if (auto b = kpathd.Scrape()) {
+      body = b;
+      seen = MetricValue(*b, "kpath_slabinfo_reads_total", {{"comm", "kpath-slabrd"}}).value_or(0);
+    }
+  }
+  std::this_thread::sleep_for(400ms);  // one more sample: nothing is counted twice
+  body = kpathd.Scrape();
+  REQUIRE(body);
+  INFO(*body);
+  CHECK(MetricValue(*body, "kpath_slabinfo_reads_total", {{"comm", "kpath-slabrd"}}) == 7);
+  CHECK_FALSE(MetricValue(*body, "kpath_slabinfo_reads_total", {{"comm", "kpath-notslab"}}));
+  // Opens whose path could not be checked are accounted, not silently missed.
+  CHECK(MetricValue(*body, "kpath_events_lost_total",
+                    {{"probe", "slabinfo_readers"}, {"reason", "path_unreadable"}}));
+}

@@ -1,0 +1,404 @@
+#!/usr/bin/env bash
+# Runs kpathd's real-kernel tests on other kernels, for real, under QEMU: the mechanisms the
+# development kernel lacks (kprobes, fentry, __alloc_percpu_gfp as a function) run there.
+#
+# For each kernel of the matrix: fetches Debian's unsigned kernel package with `apt-get download`
+# (cached), boots it under QEMU (KVM when it boots, TCG otherwise) with a busybox initramfs that
+# loads the package's own virtio/virtiofs modules and mounts this host's root filesystem
+# read-only over virtiofs (tmpfs overlay on top), then runs the integration tests matching the
+# spec inside, one process each (tests/qemu/guest.sh), and prints one line per test:
+#   qemu 6.1.0-57-cloud-amd64: PASS  12.3 s  <test name>
+# and a summary line. Exit status 0 when every test passed (or QEMU is skipped), 1 otherwise.
+#
+# Usage: tests/qemu/run.sh [flavour...]      (default: $KPATH_QEMU_KERNELS)
+# Environment:
+#   KPATH_SKIP_QEMU=1         skip (prints why, exits 0)
+#   BUILD_DIR                 kpathd build with integration_test (default build)
+#   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour> (default "cloud-amd64"; also "rt-amd64")
+#   KPATH_QEMU_TESTS          Catch2 test spec run in the guest (default: the kernel-dependent set)
+#   KPATH_QEMU_TIMEOUT        seconds for one kernel's whole run (default 1200)
+#   KPATH_QEMU_TEST_TIMEOUT   seconds for one test (default 300)
+#   KPATH_QEMU_ACCEL          auto (KVM if it boots, else TCG), kvm or tcg (default auto)
+#   KPATH_QEMU_CACHE          downloaded and unpacked kernels (default /var/cache/kpathd-qemu)
+#   KPATH_QEMU_CGROUP         hybrid (v1 controllers + v2, as the development host) or unified
+#   KPATH_QEMU_VERBOSE=1      echo the whole serial console (and every test's output)
+#   KPATH_QEMU_COMMAND        a shell command to run in the guest instead of the tests
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+build_dir=$(realpath -m "${BUILD_DIR:-$repo/build}")
+cache=${KPATH_QEMU_CACHE:-/var/cache/kpathd-qemu}
+overall_timeout=${KPATH_QEMU_TIMEOUT:-1200}
+test_timeout=${KPATH_QEMU_TEST_TIMEOUT:-300}
+accel=${KPATH_QEMU_ACCEL:-auto}
+# Tests whose outcome depends on the kernel: every probe mechanism, the live feature probing,
+# foreign hooks (seed 002) and the IRQ-off detector's choice, plus the daemon basics.
+default_spec='[mechanisms],[kernel-live],[hooks],[irqoff],[qemu],[daemon]'
+spec=${KPATH_QEMU_TESTS:-$default_spec}
+if (($# > 0)); then flavours=("$@"); else read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64}"; fi
+
+log() { echo "qemu: $*"; }
+skip() {
+  log "SKIP: $*"
+  exit 0
+}
+
+# The mechanisms each kernel flavour must attach (tests fail, rather than skip, when one of
+# these does not attach). Debian 12's 6.1 kernels: BTF, kprobes, fentry (direct calls), the
+# percpu and cgroup tracepoints, pcpu_alloc and __alloc_percpu_gfp as functions.
+expected_mechanisms() {
+  case $1 in
+    cloud-amd64 | amd64 | rt-amd64)
+      echo "percpu_alloc=tp_btf,raw_tp,tracepoint,fentry,kprobe;cgroup_churn=tp_btf,raw_tp,tracepoint;madvise=fentry,kprobe,tracepoint;tlb_flush=tp_btf,raw_tp,tracepoint;percpu_alloc_functions=pcpu_alloc,__alloc_percpu_gfp;madvise_functions=__x64_sys_madvise,do_madvise"
+      ;;
+    *) echo "" ;;
+  esac
+}
+
+[[ "${KPATH_SKIP_QEMU:-0}" == 1 ]] && skip "KPATH_SKIP_QEMU=1"
+[[ $(uname -m) == x86_64 ]] || skip "the QEMU matrix runs x86_64 guests on x86_64 hosts only"
+((EUID == 0)) || skip "needs root (virtiofsd shares the root filesystem; tests load BPF)"
+qemu=$(command -v qemu-system-x86_64 || true)
+virtiofsd=/usr/lib/qemu/virtiofsd
+[[ -n "$qemu" && -x "$virtiofsd" ]] || skip "qemu-system-x86 is not installed (scripts/install-deps.sh --test)"
+busybox=/bin/busybox # the initramfs has no libc: busybox-static's
+[[ -x $busybox ]] && ! ldd "$busybox" >/dev/null 2>&1 ||
+  skip "busybox-static is not installed (scripts/install-deps.sh --test)"
+command -v cpio >/dev/null || skip "cpio is not installed (scripts/install-deps.sh --test)"
+for f in tests/integration/integration_test daemon/kpathd; do
+  [[ -x "$build_dir/$f" ]] || {
+    log "FAIL: $build_dir/$f missing: build first (scripts/build.sh --test)"
+    exit 1
+  }
+done
+
+mkdir -p "$cache/debs" "$cache/kernels"
+work=$(mktemp -d /tmp/kpath-qemu.XXXXXX)
+qemu_pid="" virtiofsd_pid=""
+cleanup() {
+  [[ -n "$qemu_pid" ]] && kill -9 "$qemu_pid" 2>/dev/null || true
+  [[ -n "$virtiofsd_pid" ]] && kill "$virtiofsd_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The package name and unpacked tree of the current kernel of a flavour; empty on failure.
+fetch_kernel() {
+  local flavour=$1 image pkg deb dir
+  image=$(apt-cache depends "linux-image-$flavour" 2>/dev/null |
+    awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+  if [[ -z "$image" ]]; then
+    apt-get update -qq >/dev/null 2>&1 || true
+    image=$(apt-cache depends "linux-image-$flavour" 2>/dev/null |
+      awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+  fi
+  [[ -n "$image" ]] || return 1
+  pkg=$image-unsigned # the same kernel without the Secure Boot signature wrapper
+  dir="$cache/kernels/${image#linux-image-}"
+  if [[ ! -e "$dir/.unpacked" ]]; then
+    deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | tail -1 || true)
+    if [[ -z "$deb" ]]; then
+      (cd "$cache/debs" && apt-get download -q "$pkg" >/dev/null 2>&1) ||
+        (apt-get update -qq >/dev/null 2>&1 && cd "$cache/debs" && apt-get download -q "$pkg" >/dev/null 2>&1) ||
+        return 1
+      deb=$(ls "$cache/debs/${pkg}"_*.deb | tail -1)
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    dpkg-deb -x "$deb" "$dir" || return 1
+    touch "$dir/.unpacked"
+  fi
+  echo "$dir"
+}
+
+# Modules to load in the initramfs, dependencies first (from each .ko's modinfo `depends=`).
+module_order() {
+  local moddir=$1
+  shift
+  declare -A seen=()
+  local out=()
+  visit() {
+    local name=$1 path deps d
+    [[ -n "${seen[$name]:-}" ]] && return 0
+    seen[$name]=1
+    path=$(find "$moddir" -name "$name.ko" -print -quit)
+    [[ -n "$path" ]] || return 0 # built in
+    deps=$(tr '\0' '\n' <"$path" | sed -n 's/^depends=//p' | head -1)
+    for d in ${deps//,/ }; do visit "$d"; done
+    out+=("$path")
+  }
+  for m in "$@"; do visit "$m"; done
+  printf '%s\n' "${out[@]}"
+}
+
+# Shell-quotes a value for the guest's env file (busybox sh and bash read it).
+quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+
+make_initramfs() {
+  local kdir=$1 kver=$2 flavour=$3 out=$4 root="$work/initramfs"
+  rm -rf "$root"
+  mkdir -p "$root"/{bin,proc,sys,dev,modules,lower,upper,newroot}
+  cp "$busybox" "$root/bin/busybox"
+  for applet in sh mount umount mkdir insmod cat echo sleep switch_root uname cp; do
+    ln -s busybox "$root/bin/$applet"
+  done
+  : >"$root/modules/order"
+  while read -r path; do
+    cp "$path" "$root/modules/"
+    basename "$path" .ko >>"$root/modules/order"
+  done < <(module_order "$kdir/lib/modules/$kver" virtio_pci virtiofs overlay)
+  cp "$repo/tests/qemu/initramfs-init.sh" "$root/init"
+  chmod +x "$root/init"
+  {
+    echo "KPATH_GUEST_SCRIPT=$(quote "$repo/tests/qemu/guest.sh")"
+    echo "KPATH_BUILD_DIR=$(quote "$build_dir")"
+    echo "KPATH_TEST_SPEC=$(quote "$spec")"
+    echo "KPATH_TEST_TIMEOUT=$(quote "$test_timeout")"
+    echo "KPATH_MODULES=$(quote "$kdir/lib/modules/$kver")"
+    echo "KPATH_EXPECT_MECHANISMS=$(quote "$(expected_mechanisms "$flavour")")"
+    echo "KPATH_QEMU_KERNEL=$(quote "$kver")"
+    echo "KPATH_QEMU_CGROUP=$(quote "${KPATH_QEMU_CGROUP:-hybrid}")"
+    echo "KPATH_QEMU_VERBOSE=$(quote "${KPATH_QEMU_VERBOSE:-0}")"
+    echo "KPATH_QEMU_COMMAND=$(quote "${KPATH_QEMU_COMMAND:-}")"
+  } >"$root/kpath-guest.env"
+  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out"
+}
+
+# virtiofsd serving a read-only view of the host's disk filesystems (not /proc, /sys, /dev, /run
+# or other pseudo filesystems), from a private mount namespace that dies with it.
+start_virtiofsd() {
+  local sock=$1 share="$work/hostroot"
+  mkdir -p "$share"
+  rm -f "$sock"
+  unshare -m --propagation private bash -c '
+    set -e
+    share=$1; sock=$2; virtiofsd=$3
+    findmnt -rn -o TARGET,FSTYPE | while read -r target fstype; do
+      case $fstype in ext2|ext3|ext4|xfs|btrfs|overlay|zfs|f2fs|jfs|reiserfs|nfs|nfs4|9p|virtiofs|fuse.*) ;; *) continue ;; esac
+      case $target in /proc*|/sys*|/dev*|/run*|/tmp*|/mnt/*|/media/*|"$share"*) continue ;; esac
+      target=$(printf "%b" "$target")
+      mount --bind "$target" "$share$target"
+      mount -o remount,bind,ro "$share$target"
+    done
+    exec "$virtiofsd" --socket-path="$sock" -o source="$share" -o cache=always \
+      -o sandbox=chroot -o log_level=err
+  ' kpath-virtiofsd "$share" "$sock" "$virtiofsd" >"$work/virtiofsd.log" 2>&1 &
+  virtiofsd_pid=$!
+  for _ in $(seq 100); do
+    [[ -S "$sock" ]] && return 0
+    kill -0 "$virtiofsd_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "virtiofsd did not start: $(cat "$work/virtiofsd.log")"
+  return 1
+}
+
+stop_guest() {
+  [[ -n "$qemu_pid" ]] && kill -9 "$qemu_pid" 2>/dev/null || true
+  [[ -n "$qemu_pid" ]] && wait "$qemu_pid" 2>/dev/null || true
+  [[ -n "$virtiofsd_pid" ]] && kill "$virtiofsd_pid" 2>/dev/null || true
+  [[ -n "$virtiofsd_pid" ]] && wait "$virtiofsd_pid" 2>/dev/null || true
+  qemu_pid="" virtiofsd_pid=""
+}
+
+# Starts QEMU with `mode` (kvm or tcg), console to $console.
+start_guest() {
+  local mode=$1 kernel=$2 initrd=$3 console=$4 mem=2048 cpu_args
+  local sock="$work/virtiofs.sock"
+  start_virtiofsd "$sock" || return 1
+  if [[ $mode == kvm ]]; then cpu_args=(-accel kvm -cpu host); else cpu_args=(-accel tcg,thread=multi -cpu max); fi
+  : >"$console"
+  "$qemu" -nodefaults -no-reboot -display none -serial "file:$console" \
+    -monitor "unix:$work/monitor.sock,server,nowait" \
+    -machine q35 "${cpu_args[@]}" -smp 2 -m "$mem" \
+    -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem \
+    -chardev "socket,id=vfs,path=$sock" -device vhost-user-fs-pci,chardev=vfs,tag=hostroot \
+    -kernel "$kernel" -initrd "$initrd" \
+    -append "console=ttyS0 loglevel=4 panic=-1 oops=panic mitigations=off nokaslr" \
+    >"$work/qemu.log" 2>&1 &
+  qemu_pid=$!
+}
+
+# What each vCPU of a guest that stopped making progress is executing: registers from the QEMU
+# monitor, instruction pointers named from the kernel's System.map (the guest boots nokaslr).
+dump_stalled_guest() {
+  local system_map=$1 out=$2
+  python3 - "$work/monitor.sock" "$system_map" >"$out" 2>&1 <<'PYEOF' || true
+import bisect, re, socket, sys, time
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+sock.settimeout(5)
+def command(text):
+    sock.sendall(text.encode() + b"\n")
+    time.sleep(1.5)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            if len(chunk) < 65536:
+                break
+    except socket.timeout:
+        pass
+    return data.decode(errors="replace")
+command("")
+regs = command("info registers -a")
+symbols = []
+for line in open(sys.argv[2]):
+    address, kind, name = line.split()[:3]
+    if kind in "tTwW":
+        symbols.append((int(address, 16), name))
+symbols.sort()
+starts = [a for a, _ in symbols]
+def name(address):
+    i = bisect.bisect_right(starts, address) - 1
+    return f"{symbols[i][1]}+{address - symbols[i][0]:#x}" if i >= 0 else hex(address)
+for match in re.finditer(r"CPU#(\d+).*?RIP=([0-9a-f]+).*?RFL=([0-9a-f]+)", regs, re.S):
+    cpu, rip, rfl = match.group(1), int(match.group(2), 16), int(match.group(3), 16)
+    print(f"vCPU {cpu}: RIP {name(rip)}, interrupts {'on' if rfl & 0x200 else 'OFF'}")
+print(regs)
+PYEOF
+}
+
+# Waits until the console shows `pattern`, QEMU exits, or `seconds` pass. 0 if seen.
+wait_console() {
+  local console=$1 pattern=$2 seconds=$3 deadline=$((SECONDS + $3))
+  while ((SECONDS < deadline)); do
+    grep -q -- "$pattern" "$console" 2>/dev/null && return 0
+    kill -0 "$qemu_pid" 2>/dev/null || { grep -q -- "$pattern" "$console"; return; }
+    sleep 0.5
+  done
+  return 1
+}
+
+overall_failed=0
+for flavour in "${flavours[@]}"; do
+  kdir=$(fetch_kernel "$flavour") || {
+    log "SKIP: linux-image-$flavour: the kernel package could not be fetched (apt-get download failed: no network or archive?)"
+    continue
+  }
+  kernel=$(ls "$kdir"/boot/vmlinuz-* | head -1)
+  kver=${kernel##*/vmlinuz-}
+  label="qemu $kver"
+  out_dir="$build_dir/qemu/$kver"
+  mkdir -p "$out_dir"
+  console="$out_dir/console.log"
+  initrd="$work/initrd-$kver.gz"
+  make_initramfs "$kdir" "$kver" "$flavour" "$initrd"
+
+  started=$SECONDS
+  mode=""
+  # A KVM guest reaches the initramfs in a second or two; one that does not within 15 s will
+  # not (nested KVM on some hosts hangs in early boot). That outcome is remembered per host
+  # kernel and QEMU version, so that later runs go straight to TCG.
+  kvm_key="$cache/kvm-hangs-$(uname -r)-$("$qemu" --version | awk 'NR == 1 { print $4 }')"
+  if [[ $accel == kvm || ($accel == auto && -w /dev/kvm && ! -e $kvm_key) ]]; then
+    start_guest kvm "$kernel" "$initrd" "$console"
+    if wait_console "$console" "KPATH-GUEST: initramfs" 15 &&
+      wait_console "$console" "KPATH-GUEST: booted" 60; then
+      mode=kvm
+    else
+      log "$kver: the KVM guest did not boot within 15 s; TCG from now on (remembered in $kvm_key)"
+      cp "$console" "$out_dir/console-kvm-failed.log" 2>/dev/null || true
+      stop_guest
+      touch "$kvm_key"
+    fi
+  elif [[ $accel == auto && -e $kvm_key ]]; then
+    log "$kver: TCG (KVM hung on this host before: $kvm_key)"
+  fi
+  if [[ -z "$mode" ]]; then
+    [[ $accel == kvm ]] && { log "FAIL: $kver: KVM requested and it did not boot"; overall_failed=1; continue; }
+    start_guest tcg "$kernel" "$initrd" "$console"
+    if wait_console "$console" "KPATH-GUEST: booted" 120; then
+      mode=tcg
+    else
+      log "FAIL: $kver: the guest did not boot under TCG (console: $console)"
+      tail -n 30 "$console" | sed 's/^/  | /'
+      stop_guest
+      overall_failed=1
+      continue
+    fi
+  fi
+  boot_secs=$((SECONDS - started))
+  log "$kver: booted under $mode in ${boot_secs} s; $(grep -a -m1 -o 'KPATH-GUEST: booted.*' "$console" | tr -d '\r' | sed 's/KPATH-GUEST: booted //')"
+
+  # Stream results while the guest runs; stop at the deadline.
+  deadline=$((started + overall_timeout))
+  timed_out=0 printed=0
+  stream() {
+    local n
+    n=$(wc -l <"$console")
+    ((n > printed)) || return 0
+    if [[ "${KPATH_QEMU_VERBOSE:-0}" == 1 ]]; then
+      sed -n "$((printed + 1)),${n}p" "$console" | tr -d '\r'
+    else
+      sed -n "$((printed + 1)),${n}p" "$console" | tr -d '\r' |
+        grep -a -E '^KPATH-(RESULT|GUEST: (running|done|FATAL))' |
+        sed -E "s/^KPATH-RESULT (PASS|FAIL|SKIP) ([0-9.]+) /$label: \1 \2 s  /; s/^KPATH-GUEST: /$label: /" || true
+    fi
+    printed=$n
+  }
+  # A guest whose console says nothing for longer than a test may take is stuck (a lockup with
+  # interrupts off prints nothing: there is no NMI watchdog without a PMU).
+  stall_limit=$((test_timeout + 60)) last_size=-1 last_change=$SECONDS stalled=0
+  while kill -0 "$qemu_pid" 2>/dev/null; do
+    stream
+    if ((SECONDS >= deadline)); then
+      timed_out=1
+      break
+    fi
+    size=$(stat -c %s "$console")
+    if ((size != last_size)); then
+      last_size=$size last_change=$SECONDS
+    elif ((SECONDS - last_change > stall_limit)); then
+      stalled=1
+      break
+    fi
+    sleep 1
+  done
+  if ((timed_out || stalled)); then
+    dump_stalled_guest "$(ls "$kdir"/boot/System.map-* | head -1)" "$out_dir/stalled-vcpus.txt"
+    grep '^vCPU' "$out_dir/stalled-vcpus.txt" | sed "s/^/$label: /" || true
+  fi
+  stream
+  stop_guest
+  total_secs=$((SECONDS - started))
+
+  tr -d '\r' <"$console" >"$out_dir/console.txt"
+  cp "$work/qemu.log" "$out_dir/qemu.log" 2>/dev/null || true
+  results=$(grep -a '^KPATH-RESULT ' "$out_dir/console.txt" || true)
+  pass=$(grep -c '^KPATH-RESULT PASS' <<<"$results" || true)
+  fail=$(grep -c '^KPATH-RESULT FAIL' <<<"$results" || true)
+  skipn=$(grep -c '^KPATH-RESULT SKIP' <<<"$results" || true)
+  # Failures with their output, then the mechanism notes.
+  if ((fail > 0)); then
+    awk '/^KPATH-OUT / { buf = buf "  | " substr($0, 10) "\n"; next }
+         /^KPATH-RESULT FAIL/ { sub(/^KPATH-RESULT FAIL [0-9.]+ /, ""); printf "--- FAIL %s\n%s", $0, buf }
+         /^KPATH-RESULT/ { buf = "" }' "$out_dir/console.txt"
+  fi
+  grep -a '^KPATH-NOTE ' "$out_dir/console.txt" | sed 's/^KPATH-NOTE //' | sort | uniq -c |
+    sed "s/^/$label: note: /" || true
+  status_line="$pass passed, $fail failed, $skipn skipped"
+  current=$(grep -a '^KPATH-GUEST: start ' "$out_dir/console.txt" | tail -1 | sed 's/^KPATH-GUEST: start //')
+  if ((timed_out)); then
+    log "$kver: FAIL: timed out after ${overall_timeout} s (running: ${current:-boot})"
+    overall_failed=1
+  elif ((stalled)); then
+    log "$kver: FAIL: the guest stalled: no console output for ${stall_limit} s (running: ${current:-boot}; vCPUs: $out_dir/stalled-vcpus.txt)"
+    overall_failed=1
+  elif ! grep -q -a '^KPATH-GUEST: done' "$out_dir/console.txt"; then
+    log "$kver: FAIL: the guest stopped before finishing (console: $out_dir/console.txt)"
+    grep -a -E 'Kernel panic|BUG:|Oops|FATAL' "$out_dir/console.txt" | head -5 | sed 's/^/  | /'
+    overall_failed=1
+  fi
+  ((fail > 0)) && overall_failed=1
+  if ((pass + fail + skipn == 0)) && [[ -z "${KPATH_QEMU_COMMAND:-}" ]]; then
+    log "$kver: FAIL: no test ran (spec $spec)"
+    overall_failed=1
+  fi
+  log "$kver ($mode): $status_line in ${total_secs} s (boot ${boot_secs} s); console: $out_dir/console.txt"
+done
+exit "$overall_failed"
