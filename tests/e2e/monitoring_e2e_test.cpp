@@ -283,7 +283,7 @@ pid_t ChurnForever(const std::string& comm, const std::string& dir) {
 }  // namespace
 
 TEST_CASE(
-    "e2e: Prometheus evaluates every shipped rule and dashboard query, and Alertmanager "
+    "Prometheus evaluates every shipped rule and dashboard query, and Alertmanager "
     "delivers KpathCgroupChurnHigh for a churning unit to a webhook") {
   if (!IsRoot()) {
     WARN("not root: kpathd's BPF probes cannot attach; skipped");

@@ -18,7 +18,9 @@ TEST_CASE("allocator and tracing frames are plumbing, real callers are not", "[p
   for (const char* fn : {"pcpu_alloc_noprof", "pcpu_alloc", "__alloc_percpu_gfp", "__alloc_percpu",
                          "__alloc_reserved_percpu", "bpf_trace_run10",
                          "__bpf_trace_percpu_alloc_percpu", "perf_trace_percpu_alloc_percpu",
-                         "trace_percpu_alloc_percpu", "kprobe_ftrace_handler", "unknown"}) {
+                         "bpf_prog_6deef7357e7b4530_percpu_alloc_tp", "bpf_trampoline_6442",
+                         "trace_event_raw_event_percpu_alloc_percpu", "kprobe_ftrace_handler",
+                         "unknown"}) {
     INFO(fn);
     CHECK(IsPercpuPlumbingFrame(fn));
   }
