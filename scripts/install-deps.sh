@@ -17,6 +17,9 @@ test_pkgs=(
   # tests/deploy: systemd-analyze (the unit's sandbox), strace (its system-call filter),
   # dpkg-dev (dpkg-shlibdeps for the CPack .deb)
   systemd strace dpkg-dev
+  # tests/qemu: other kernels under QEMU (virtiofsd ships with qemu-system-common), a static
+  # busybox and cpio for the guest's initramfs
+  qemu-system-x86 busybox-static cpio
 )
 
 want=("${build_pkgs[@]}")

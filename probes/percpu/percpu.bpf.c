@@ -41,9 +41,13 @@ struct {
   __type(value, struct percpu_live_alloc);
 } live_allocs SEC(".maps");
 
-/* Kernel stacks of callers on layouts without call_site; ids are stable per distinct stack. */
+/* Kernel stacks of callers on layouts without call_site (and for fentry, kprobe), keyed by a
+ * hash of the frames: ids are stable per distinct stack. Not a STACK_TRACE map: there a stack
+ * whose bucket another stack took first gets no id, for as long as kpathd runs (seen under QEMU:
+ * one of the memcg allocation stacks "unknown" in some runs); here only a 31-bit hash collision
+ * can merge two stacks, and the least recently seen stacks make room for new ones. */
 struct {
-  __uint(type, BPF_MAP_TYPE_STACK_TRACE);
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, 4096);
   __uint(key_size, sizeof(__u32));
   __uint(value_size, PERCPU_CALLER_FRAMES * sizeof(__u64));
@@ -63,8 +67,17 @@ static __always_inline void count_event(__u32 event) {
 
 /* The caller word from a stack sample (layouts without call_site, fentry, kprobe). */
 static __always_inline __u64 caller_from_stack(void *ctx) {
-  long id = bpf_get_stackid(ctx, &caller_stacks, 0);
-  if (id < 0) {
+  __u64 frames[PERCPU_CALLER_FRAMES] = {};
+  if (bpf_get_stack(ctx, frames, sizeof(frames), 0) < 0) {
+    count_event(PERCPU_EVENT_STACK_ERROR);
+    return 0;
+  }
+  __u64 hash = 0xcbf29ce484222325ULL; /* FNV-1a over the frames */
+#pragma unroll /* kernels before 5.3 take no loops */
+  for (int i = 0; i < PERCPU_CALLER_FRAMES; i++) hash = (hash ^ frames[i]) * 0x100000001b3ULL;
+  __u32 id = (__u32)(hash ^ (hash >> 32)) & 0x7fffffff;
+  if (!bpf_map_lookup_elem(&caller_stacks, &id) &&
+      bpf_map_update_elem(&caller_stacks, &id, frames, BPF_ANY) != 0) {
     count_event(PERCPU_EVENT_STACK_ERROR);
     return 0;
   }

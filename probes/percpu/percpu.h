@@ -5,9 +5,9 @@
 /* A caller is one word, so keys stay small and cheap to hash on every allocation:
  *  - the tracepoint's call_site (Linux 5.19+), a kernel text address, always at or above
  *    0xffff000000000000 on x86_64 and arm64; or
- *  - id + 1 below 2^32: an id in the `caller_stacks` stack-trace map, for layouts and mechanisms
- *    without call_site; user space reads the frames and picks the first one outside the
- *    allocator and the tracing plumbing.
+ *  - id + 1 below 2^32: an id in the `caller_stacks` map (a hash of the frames), for layouts
+ *    and mechanisms without call_site; user space reads the frames and picks the first one
+ *    outside the allocator and the tracing plumbing.
  *  - 0: unknown. */
 #define PERCPU_CALLER_IS_STACK(caller) ((caller) != 0 && ((caller) >> 32) == 0)
 #define PERCPU_CALLER_FRAMES 12 /* frames kept per stack sample */

@@ -54,7 +54,19 @@ bool IsPercpuPlumbingFrame(std::string_view fn) {
 
 std::string PercpuCallerName(std::span<const unsigned long long> frames,
                              KernelSymbolizer& symbols) {
-  for (unsigned long long address : frames) {
+  // Frames above the allocator's own are the hook: an fentry program and its trampoline, which
+  // kallsyms lists only with net.core.bpf_jit_kallsyms=1 and otherwise names as whatever
+  // function lies below them (seen on Debian's 6.1 under QEMU: "exit_amd_microcode"). When the
+  // allocator is on the stack, the caller is looked for past its outermost frame.
+  size_t start = 0;
+  for (size_t i = 0; i < frames.size() && frames[i] != 0; ++i) {
+    std::string_view fn = symbols.Symbolize(frames[i]);
+    if (fn.starts_with("pcpu_alloc") || fn.starts_with("__alloc_percpu") ||
+        fn.starts_with("__alloc_reserved_percpu")) {
+      start = i;
+    }
+  }
+  for (unsigned long long address : frames.subspan(start)) {
     if (address == 0) break;
     const std::string& fn = symbols.Symbolize(address);
     if (!IsPercpuPlumbingFrame(fn)) return fn;

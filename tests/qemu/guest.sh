@@ -105,9 +105,12 @@ for name in "${names[@]}"; do
   fi
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   # A test that returns early after WARN("skipped: ...") passes in Catch2 2.x: report it as SKIP.
-  # Catch2 prints each warning's message on the lines after "<file>:<line>: warning:".
-  warnings=$(awk '/: warning:$/ { w = 1; next } w && /^  / { sub(/^ +/, ""); print; next } { w = 0 }' \
-    "$log" | sort -u)
+  # Catch2 prints each warning's message, wrapped at 80 columns, on the indented lines after
+  # "<file>:<line>: warning:": one note per warning, its lines joined with " | ".
+  warnings=$(awk '/: warning:$/ { if (w != "") print w; w = ""; in_w = 1; next }
+                  in_w && /^  / { sub(/^ +/, ""); w = (w == "" ? $0 : w " | " $0); next }
+                  { if (w != "") print w; w = ""; in_w = 0 }
+                  END { if (w != "") print w }' "$log" | awk '!seen[$0]++')
   why=$(grep -m1 -o 'skipped: .*' <<<"$warnings")
   if ((rc == 0)) && [[ -n "$why" ]]; then
     status=SKIP

@@ -15,7 +15,7 @@
 #   KPATH_SKIP_QEMU=1         skip (prints why, exits 0)
 #   BUILD_DIR                 kpathd build with integration_test (default build)
 #   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour> (default "cloud-amd64"; also "rt-amd64")
-#   KPATH_QEMU_TESTS          Catch2 test spec run in the guest (default: the kernel-dependent set)
+#   KPATH_QEMU_TESTS          Catch2 test spec run in the guest (default: all but three, see below)
 #   KPATH_QEMU_TIMEOUT        seconds for one kernel's whole run (default 1200)
 #   KPATH_QEMU_TEST_TIMEOUT   seconds for one test (default 300)
 #   KPATH_QEMU_ACCEL          auto (KVM if it boots, else TCG), kvm or tcg (default auto)
@@ -31,9 +31,12 @@ cache=${KPATH_QEMU_CACHE:-/var/cache/kpathd-qemu}
 overall_timeout=${KPATH_QEMU_TIMEOUT:-1200}
 test_timeout=${KPATH_QEMU_TEST_TIMEOUT:-300}
 accel=${KPATH_QEMU_ACCEL:-auto}
-# Tests whose outcome depends on the kernel: every probe mechanism, the live feature probing,
-# foreign hooks (seed 002) and the IRQ-off detector's choice, plus the daemon basics.
-default_spec='[mechanisms],[kernel-live],[hooks],[irqoff],[qemu],[daemon]'
+# Every integration test but three: the golden test reads a fixture tree, not the kernel, and its
+# slab read interval doubles on a CPU as slow as TCG's; two are timing checks that an emulated CPU
+# on a loaded host does not always meet: SIGHUP's 2-second window for four 200 ms STATUS lines,
+# and "an idle host stays quiet" (a descheduled vCPU's timer fires late: a false IRQ-off region).
+# (Each excluded name is quoted: Catch2 2.13 misreads an unquoted wildcard before a quoted one.)
+default_spec='~[golden] ~"SIGHUP*" ~"an idle host stays quiet*"'
 spec=${KPATH_QEMU_TESTS:-$default_spec}
 if (($# > 0)); then flavours=("$@"); else read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64}"; fi
 
@@ -379,7 +382,7 @@ for flavour in "${flavours[@]}"; do
          /^KPATH-RESULT FAIL/ { sub(/^KPATH-RESULT FAIL [0-9.]+ /, ""); printf "--- FAIL %s\n%s", $0, buf }
          /^KPATH-RESULT/ { buf = "" }' "$out_dir/console.txt"
   fi
-  grep -a '^KPATH-NOTE ' "$out_dir/console.txt" | sed 's/^KPATH-NOTE //' | sort | uniq -c |
+  grep -a '^KPATH-NOTE ' "$out_dir/console.txt" | sed 's/^KPATH-NOTE //' | awk '!seen[$0]++' |
     sed "s/^/$label: note: /" || true
   status_line="$pass passed, $fail failed, $skipn skipped"
   current=$(grep -a '^KPATH-GUEST: start ' "$out_dir/console.txt" | tail -1 | sed 's/^KPATH-GUEST: start //')

@@ -47,6 +47,18 @@ TEST_CASE("from a stack sample the first frame past the plumbing is the caller",
   CHECK(PercpuCallerName(frames, symbols) == "percpu_ref_init");
 }
 
+TEST_CASE("frames of an unnamed fentry program and trampoline above the allocator are skipped",
+          "[percpu]") {
+  // As Debian's 6.1 records them under QEMU (tests/qemu): with net.core.bpf_jit_kallsyms off,
+  // the program and its trampoline in module space symbolize as the last function below them.
+  KernelSymbolizer symbols(HostPaths(kRoot + "/proc", kRoot + "/sys"));
+  REQUIRE(symbols.Refresh().ok());
+  unsigned long long frames[8] = {0xffffffffc0000740ULL, 0xffffffffc021904cULL,
+                                  kPcpuAllocNoprof + 5, kPercpuRefInit + 0x23,
+                                  kMemCgroupCssAlloc + 0x20};
+  CHECK(PercpuCallerName(frames, symbols) == "percpu_ref_init");
+}
+
 TEST_CASE("a stack of plumbing only, or an empty one, is unknown", "[percpu]") {
   KernelSymbolizer symbols(HostPaths(kRoot + "/proc", kRoot + "/sys"));
   REQUIRE(symbols.Refresh().ok());
