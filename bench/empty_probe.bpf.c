@@ -9,10 +9,10 @@
 char LICENSE[] SEC("license") = "GPL";
 
 SEC("tp_btf")
-int empty_tp_btf(void *ctx) { return 0; }
+int empty_tp_btf(void* ctx) { return 0; }
 
 SEC("raw_tp")
-int empty_raw_tp(void *ctx) { return 0; }
+int empty_raw_tp(void* ctx) { return 0; }
 
 SEC("tp")
-int empty_tracepoint(void *ctx) { return 0; }
+int empty_tracepoint(void* ctx) { return 0; }

@@ -80,9 +80,9 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     } else if (name == "--duration" && o.mode == CliOptions::Mode::kDiagnose) {
       std::optional<std::string> text;
       s = take(text);
-      if (s.ok() && (!absl::ParseDuration(*text, &o.diagnose_duration) ||
-                     o.diagnose_duration < absl::Seconds(1) ||
-                     o.diagnose_duration > absl::Hours(1))) {
+      if (s.ok() &&
+          (!absl::ParseDuration(*text, &o.diagnose_duration) ||
+           o.diagnose_duration < absl::Seconds(1) || o.diagnose_duration > absl::Hours(1))) {
         s = absl::InvalidArgumentError(
             fmt::format("--duration \"{}\": a duration from 1s to 1h, such as 30s or 2m", *text));
       }

@@ -6,8 +6,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cctype>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -153,8 +153,8 @@ class ConfigParser {
     }
     absl::Status status = ForEachKey(
         root, "",
-        {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "percpu", "madvise",
-         "labels", "bpf", "hooks", "irqoff", "slab", "probes"},
+        {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "percpu",
+         "madvise", "labels", "bpf", "hooks", "irqoff", "slab", "probes"},
         [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
           return ParseSetting(key, key_node, value, config);
         });
@@ -369,8 +369,8 @@ class ConfigParser {
                                            config.percpu_caller_from_stack);
                         }
                         int max = 0;
-                        absl::Status status = ParseInt(child_key, child, KeyPath("percpu", key),
-                                                       1024, 4 << 20, max);
+                        absl::Status status =
+                            ParseInt(child_key, child, KeyPath("percpu", key), 1024, 4 << 20, max);
                         config.percpu_max_tracked_allocations = static_cast<uint32_t>(max);
                         return status;
                       });
@@ -407,20 +407,21 @@ class ConfigParser {
   absl::Status ParseSlab(const YAML::Node& key_node, const YAML::Node& value,
                          SlabConfig& slab) const {
     if (absl::Status status = CheckSection(key_node, value, "slab"); !status.ok()) return status;
-    return ForEachKey(
-        value, "slab", {"caches", "top_n", "interval", "max_read_time"},
-        [&](const std::string& key, const YAML::Node& child_key,
-            const YAML::Node& child) -> absl::Status {
-          const std::string path = KeyPath("slab", key);
-          if (key == "caches") return ParseSlabCacheNames(child_key, child, path, slab.caches);
-          if (key == "top_n") return ParseInt(child_key, child, path, 0, 1000, slab.top_n);
-          if (key == "interval") {
-            return ParseDuration(child_key, child, path, absl::Seconds(1), absl::Hours(24),
-                                 slab.interval);
-          }
-          return ParseDuration(child_key, child, path, absl::Milliseconds(1), absl::Seconds(10),
-                               slab.max_read_time);
-        });
+    return ForEachKey(value, "slab", {"caches", "top_n", "interval", "max_read_time"},
+                      [&](const std::string& key, const YAML::Node& child_key,
+                          const YAML::Node& child) -> absl::Status {
+                        const std::string path = KeyPath("slab", key);
+                        if (key == "caches")
+                          return ParseSlabCacheNames(child_key, child, path, slab.caches);
+                        if (key == "top_n")
+                          return ParseInt(child_key, child, path, 0, 1000, slab.top_n);
+                        if (key == "interval") {
+                          return ParseDuration(child_key, child, path, absl::Seconds(1),
+                                               absl::Hours(24), slab.interval);
+                        }
+                        return ParseDuration(child_key, child, path, absl::Milliseconds(1),
+                                             absl::Seconds(10), slab.max_read_time);
+                      });
   }
 
   // Slab cache names as /sys/kernel/slab and /proc/slabinfo spell them ("dentry",
@@ -428,21 +429,20 @@ class ConfigParser {
   absl::Status ParseSlabCacheNames(const YAML::Node& key_node, const YAML::Node& value,
                                    absl::string_view path, std::vector<std::string>& out) const {
     if (!value.IsSequence()) {
-      return Error(key_node.Mark(),
-                   absl::StrCat(path, ": expected a list of slab cache names, got ",
-                                Describe(value)));
+      return Error(
+          key_node.Mark(),
+          absl::StrCat(path, ": expected a list of slab cache names, got ", Describe(value)));
     }
     if (value.size() > 100) {
       return Error(key_node.Mark(), absl::StrCat(path, ": at most 100 caches"));
     }
     std::vector<std::string> names;
     for (const YAML::Node& item : value) {
-      const bool valid =
-          item.IsScalar() && !item.Scalar().empty() && item.Scalar().size() <= 64 &&
-          item.Scalar() != "." && item.Scalar() != ".." &&
-          std::all_of(item.Scalar().begin(), item.Scalar().end(), [](char c) {
-            return absl::ascii_isgraph(static_cast<unsigned char>(c)) && c != '/';
-          });
+      const bool valid = item.IsScalar() && !item.Scalar().empty() && item.Scalar().size() <= 64 &&
+                         item.Scalar() != "." && item.Scalar() != ".." &&
+                         std::all_of(item.Scalar().begin(), item.Scalar().end(), [](char c) {
+                           return absl::ascii_isgraph(static_cast<unsigned char>(c)) && c != '/';
+                         });
       if (!valid) {
         return Error(item.Mark(),
                      absl::StrCat(path, ": expected a slab cache name, got ", Describe(item)));
@@ -531,12 +531,15 @@ class ConfigParser {
             return ParseInt(child_key, child, path, 1, kMaxLabelLimit, hooks.top_programs);
           }
           if (key == "bpf_stats") {
-            absl::StatusOr<std::string> text = Scalar(child_key, child, path, "off, always or sampled");
+            absl::StatusOr<std::string> text =
+                Scalar(child_key, child, path, "off, always or sampled");
             if (!text.ok()) return text.status();
             std::optional<BpfStatsMode> mode = ParseBpfStatsMode(*text);
             if (!mode) {
-              return Error(child_key.Mark(), absl::StrCat(path, ": expected off, always or "
-                                                                "sampled, got ", Describe(child)));
+              return Error(child_key.Mark(), absl::StrCat(path,
+                                                          ": expected off, always or "
+                                                          "sampled, got ",
+                                                          Describe(child)));
             }
             hooks.bpf_stats = *mode;
             return absl::OkStatus();
@@ -554,10 +557,11 @@ class ConfigParser {
       hooks.bpf_stats_slice = hooks.refresh_interval / 5;
     }
     if (hooks.bpf_stats_slice >= hooks.refresh_interval) {
-      return Error(slice_mark.value_or(key_node.Mark()),
-                   absl::StrCat("hooks.bpf_stats_slice (", absl::FormatDuration(hooks.bpf_stats_slice),
-                                ") must be shorter than hooks.refresh_interval (",
-                                absl::FormatDuration(hooks.refresh_interval), ")"));
+      return Error(
+          slice_mark.value_or(key_node.Mark()),
+          absl::StrCat("hooks.bpf_stats_slice (", absl::FormatDuration(hooks.bpf_stats_slice),
+                       ") must be shorter than hooks.refresh_interval (",
+                       absl::FormatDuration(hooks.refresh_interval), ")"));
     }
     return absl::OkStatus();
   }
@@ -566,21 +570,23 @@ class ConfigParser {
   absl::Status ParseNameList(const YAML::Node& key_node, const YAML::Node& value,
                              absl::string_view path, std::vector<std::string>& out) const {
     if (!value.IsSequence()) {
-      return Error(key_node.Mark(), absl::StrCat(path, ": expected a list of function names or "
-                                                       "category:event tracepoints, got ",
+      return Error(key_node.Mark(), absl::StrCat(path,
+                                                 ": expected a list of function names or "
+                                                 "category:event tracepoints, got ",
                                                  Describe(value)));
     }
     std::vector<std::string> names;
     for (const YAML::Node& item : value) {
-      const bool valid =
-          item.IsScalar() && !item.Scalar().empty() &&
-          std::all_of(item.Scalar().begin(), item.Scalar().end(), [](char c) {
-            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == ':' ||
-                   c == '.';
-          });
+      const bool valid = item.IsScalar() && !item.Scalar().empty() &&
+                         std::all_of(item.Scalar().begin(), item.Scalar().end(), [](char c) {
+                           return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                                  c == ':' || c == '.';
+                         });
       if (!valid) {
-        return Error(item.Mark(), absl::StrCat(path, ": expected a function name or "
-                                                     "category:event, got ", Describe(item)));
+        return Error(item.Mark(), absl::StrCat(path,
+                                               ": expected a function name or "
+                                               "category:event, got ",
+                                               Describe(item)));
       }
       names.push_back(item.Scalar());
     }
@@ -742,9 +748,9 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view 
   Config config;
   const DocumentScan scan = ScanDocuments(yaml_text);
   if (scan.second_document_line) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        std::string(source), ":", scan.second_document_line,
-        ": expected one YAML document, found a second one starting here"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(source), ":", scan.second_document_line,
+                     ": expected one YAML document, found a second one starting here"));
   }
   try {
     const YAML::Node document = YAML::Load(std::string(yaml_text));

@@ -12,8 +12,8 @@
 #include "probes/collect/label_limits.h"
 #include "probes/hooks/hooks_config.h"
 #include "probes/irqoff/irqoff_config.h"
-#include "probes/slab/slab_config.h"
 #include "probes/kernel/mechanism.h"
+#include "probes/slab/slab_config.h"
 
 namespace kpath {
 
@@ -23,7 +23,6 @@ struct ProbeConfig {
   std::vector<Mechanism> mechanisms;
   bool operator==(const ProbeConfig&) const = default;
 };
-
 
 struct Config {
   // host:port for /metrics. 9477: outside node_exporter's 9100 (see README, "Port").
@@ -41,9 +40,9 @@ struct Config {
   int madvise_storm_calls_per_second = 1000;
   LabelLimits labels;
   bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
-  HooksConfig hooks;  // the foreign-hook inventory (seed 002)
-  IrqOffConfig irqoff;  // IRQ-disabled regions (seeds 001, 004)
-  SlabConfig slab;      // slab cache sizes (seed 001)
+  HooksConfig hooks;        // the foreign-hook inventory (seed 002)
+  IrqOffConfig irqoff;      // IRQ-disabled regions (seeds 001, 004)
+  SlabConfig slab;          // slab cache sizes (seed 001)
   std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults
 
   // The probe's settings, or the defaults when the file does not mention it.

@@ -147,17 +147,16 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
   // madvise storms, TLB shootdowns and the sys/user balance (seed 003).
   if (want_probe(MadviseProbe::kName)) {
     auto madvise = std::make_unique<MadviseProbe>(
-        *kernel_, MadviseProbeOptions{
-                      .allowed = config_.Probe(MadviseProbe::kName).mechanisms,
-                      .labels = config_.labels,
-                      .storm_calls_per_second =
-                          static_cast<double>(config_.madvise_storm_calls_per_second)});
+        *kernel_, MadviseProbeOptions{.allowed = config_.Probe(MadviseProbe::kName).mechanisms,
+                                      .labels = config_.labels,
+                                      .storm_calls_per_second = static_cast<double>(
+                                          config_.madvise_storm_calls_per_second)});
     madvise_ = madvise.get();
     collectors.push_back(std::move(madvise));
   }
   if (want_probe(TlbFlushProbe::kName)) {
-    collectors.push_back(std::make_unique<TlbFlushProbe>(
-        *kernel_, config_.Probe(TlbFlushProbe::kName).mechanisms));
+    collectors.push_back(
+        std::make_unique<TlbFlushProbe>(*kernel_, config_.Probe(TlbFlushProbe::kName).mechanisms));
   }
   collectors.push_back(std::make_unique<InterruptsCollector>(paths));
   collectors.push_back(std::make_unique<StatCollector>(paths, sysconf(_SC_CLK_TCK)));

@@ -42,10 +42,10 @@ class Daemon {
   std::shared_ptr<Snapshot> snapshot_ = std::make_shared<Snapshot>();
   std::unique_ptr<KernelFeatures> kernel_;
   std::unique_ptr<CollectorSet> collectors_;
-  MeminfoCollector* meminfo_ = nullptr;  // owned by collectors_
+  MeminfoCollector* meminfo_ = nullptr;       // owned by collectors_
   CgroupChurnProbe* cgroup_churn_ = nullptr;  // owned by collectors_; null when not built
-  MadviseProbe* madvise_ = nullptr;      // owned by collectors_; null when the probe is off
-  SlabCollector* slab_ = nullptr;        // owned by collectors_
+  MadviseProbe* madvise_ = nullptr;           // owned by collectors_; null when the probe is off
+  SlabCollector* slab_ = nullptr;             // owned by collectors_
 
   // Shared between the main thread and the sampler.
   std::mutex mu_;

@@ -25,7 +25,6 @@ std::string PlanTarget() {
                      CgroupChurnProbe::kRmdirEvent);
 }
 
-
 // A series exists for each (comm, unit) that made or removed a cgroup; each family shows only
 // the ones that did its kind (a process that only creates has no rmdir series).
 void AppendNonZero(const FoldedCounters& counters, FamilyBuilder& family, size_t field) {
@@ -53,7 +52,6 @@ std::string CgroupChurnStatus(std::optional<double> per_second, std::string_view
   if (rate > 0 && !top_unit.empty()) text += fmt::format(" (top unit {})", top_unit);
   return text;
 }
-
 
 CgroupChurnProbe::CgroupChurnProbe(KernelFeatures& kernel, CgroupChurnOptions options, Clock clock)
     : kernel_(kernel),

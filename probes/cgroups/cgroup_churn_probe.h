@@ -75,7 +75,6 @@ class CgroupChurnProbe final : public Collector, public AttachableProbe {
   void Detach() override;
 
  private:
-
   KernelFeatures& kernel_;
   CgroupChurnOptions options_;
   Clock clock_;

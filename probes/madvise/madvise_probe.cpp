@@ -88,7 +88,6 @@ std::optional<MadviseArgLayout> DoMadviseLayout(const std::vector<std::string>& 
   return std::nullopt;
 }
 
-
 MadviseProbe::MadviseProbe(KernelFeatures& kernel, MadviseProbeOptions options, Clock clock)
     : kernel_(kernel),
       options_(std::move(options)),

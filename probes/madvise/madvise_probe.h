@@ -15,10 +15,10 @@
 
 #include "probes/collect/bpf_handles.h"
 #include "probes/collect/collector.h"
-#include "probes/collect/label_values.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
+#include "probes/collect/label_values.h"
 #include "probes/collect/probe_attacher.h"
 #include "probes/kernel/kernel_features.h"
 
@@ -31,7 +31,6 @@ namespace kpath {
 
 // The contract's name of an enum madvise_advice value (madvise.h): "dontneed", ..., "other".
 std::string_view MadviseAdviceName(uint32_t advice);
-
 
 // The STATUS= fragment for the busiest madvise caller of the last interval: "madvise storm:
 // gateway 41.2k calls/s" when its rate reaches `threshold` calls per second, else "".
@@ -99,7 +98,6 @@ class MadviseProbe final : public Collector, public AttachableProbe {
   absl::Status AdoptMaps(bpf_object* obj);
   absl::Status InsertReservedKeys();
   void Remember(bpf_program* prog, bpf_link* link);
-
 
   KernelFeatures& kernel_;
   MadviseProbeOptions options_;

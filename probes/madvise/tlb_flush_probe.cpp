@@ -35,7 +35,6 @@ std::string_view TlbFlushReasonName(uint32_t slot) {
   return slot < kReasonNames.size() ? kReasonNames[slot] : kReasonNames.back();
 }
 
-
 TlbFlushProbe::TlbFlushProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed)
     : kernel_(kernel), allowed_(std::move(allowed)) {}
 

@@ -47,7 +47,6 @@ class TlbFlushProbe final : public Collector, public AttachableProbe {
   void Detach() override;
 
  private:
-
   KernelFeatures& kernel_;
   std::vector<Mechanism> allowed_;
   ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};

@@ -61,19 +61,19 @@ struct {
 } events SEC(".maps");
 
 static __always_inline void count_event(__u32 event) {
-  __u64 *n = bpf_map_lookup_elem(&events, &event);
+  __u64* n = bpf_map_lookup_elem(&events, &event);
   if (n) *n += 1;
 }
 
 /* The caller word from a stack sample (layouts without call_site, fentry, kprobe). */
-static __always_inline __u64 caller_from_stack(void *ctx) {
+static __always_inline __u64 caller_from_stack(void* ctx) {
   __u64 frames[PERCPU_CALLER_FRAMES] = {};
   if (bpf_get_stack(ctx, frames, sizeof(frames), 0) < 0) {
     count_event(PERCPU_EVENT_STACK_ERROR);
     return 0;
   }
   __u64 hash = 0xcbf29ce484222325ULL; /* FNV-1a over the frames */
-#pragma unroll /* kernels before 5.3 take no loops */
+#pragma unroll                        /* kernels before 5.3 take no loops */
   for (int i = 0; i < PERCPU_CALLER_FRAMES; i++) hash = (hash ^ frames[i]) * 0x100000001b3ULL;
   __u32 id = (__u32)(hash ^ (hash >> 32)) & 0x7fffffff;
   if (!bpf_map_lookup_elem(&caller_stacks, &id) &&
@@ -87,7 +87,7 @@ static __always_inline __u64 caller_from_stack(void *ctx) {
 static __always_inline void count_alloc(__u64 caller, __u64 bytes, __u64 ptr) {
   struct percpu_alloc_key key = {.caller = caller};
   bpf_get_current_comm(key.comm, sizeof(key.comm));
-  struct percpu_alloc_value *v = alloc_counts_slot(&key);
+  struct percpu_alloc_value* v = alloc_counts_slot(&key);
   if (v) {
     v->allocs += 1;
     v->bytes += bytes;
@@ -98,44 +98,44 @@ static __always_inline void count_alloc(__u64 caller, __u64 bytes, __u64 ptr) {
     count_event(PERCPU_EVENT_LIVE_MAP_FULL);
     return;
   }
-  struct percpu_balance_value *b = caller_balance_slot(&caller);
+  struct percpu_balance_value* b = caller_balance_slot(&caller);
   if (b) b->allocated_bytes += bytes;
 }
 
 static __always_inline void count_free(__u64 ptr) {
-  struct percpu_live_alloc *live = bpf_map_lookup_elem(&live_allocs, &ptr);
+  struct percpu_live_alloc* live = bpf_map_lookup_elem(&live_allocs, &ptr);
   if (!live) {
     count_event(PERCPU_EVENT_UNTRACKED_FREE);
     return;
   }
   __u64 caller = live->caller;
-  struct percpu_balance_value *b = caller_balance_slot(&caller);
+  struct percpu_balance_value* b = caller_balance_slot(&caller);
   if (b) b->freed_bytes += live->bytes;
   bpf_map_delete_elem(&live_allocs, &ptr);
 }
 
 /* One allocation program per layout and per mechanism. */
-#define PERCPU_ALLOC_PROGRAMS(sec, suffix)                                                     \
-  SEC(sec)                                                                                     \
-  int BPF_PROG(percpu_alloc_##suffix, unsigned long call_site, bool reserved, bool is_atomic,  \
-               size_t size, size_t align, void *base_addr, int off, void *ptr,                 \
-               size_t bytes_alloc) {                                                           \
-    __u64 caller = caller_from_stack_always ? caller_from_stack(ctx) : call_site;              \
-    count_alloc(caller, bytes_alloc, (__u64)ptr);                                              \
-    return 0;                                                                                  \
-  }                                                                                            \
-  SEC(sec)                                                                                     \
-  int BPF_PROG(percpu_alloc_##suffix##_legacy, bool reserved, bool is_atomic, size_t size,     \
-               size_t align, void *base_addr, int off, void *ptr) {                            \
-    count_alloc(caller_from_stack(ctx), (__u64)size * nr_possible_cpus, (__u64)ptr);           \
-    return 0;                                                                                  \
+#define PERCPU_ALLOC_PROGRAMS(sec, suffix)                                                    \
+  SEC(sec)                                                                                    \
+  int BPF_PROG(percpu_alloc_##suffix, unsigned long call_site, bool reserved, bool is_atomic, \
+               size_t size, size_t align, void* base_addr, int off, void* ptr,                \
+               size_t bytes_alloc) {                                                          \
+    __u64 caller = caller_from_stack_always ? caller_from_stack(ctx) : call_site;             \
+    count_alloc(caller, bytes_alloc, (__u64)ptr);                                             \
+    return 0;                                                                                 \
+  }                                                                                           \
+  SEC(sec)                                                                                    \
+  int BPF_PROG(percpu_alloc_##suffix##_legacy, bool reserved, bool is_atomic, size_t size,    \
+               size_t align, void* base_addr, int off, void* ptr) {                           \
+    count_alloc(caller_from_stack(ctx), (__u64)size* nr_possible_cpus, (__u64)ptr);           \
+    return 0;                                                                                 \
   }
 
 PERCPU_ALLOC_PROGRAMS("tp_btf/percpu_alloc_percpu", tp_btf)
 PERCPU_ALLOC_PROGRAMS("raw_tp/percpu_alloc_percpu", raw_tp)
 
 SEC("tp/percpu/percpu_alloc_percpu")
-int percpu_alloc_tracepoint(void *ctx) {
+int percpu_alloc_tracepoint(void* ctx) {
   __u64 bytes;
   if (tp_bytes_alloc_offset) {
     bytes = kpath_tp_field(ctx, tp_bytes_alloc_offset, tp_bytes_alloc_size);
@@ -150,19 +150,19 @@ int percpu_alloc_tracepoint(void *ctx) {
 }
 
 SEC("tp_btf/percpu_free_percpu")
-int BPF_PROG(percpu_free_tp_btf, void *base_addr, int off, void *ptr) {
+int BPF_PROG(percpu_free_tp_btf, void* base_addr, int off, void* ptr) {
   count_free((__u64)ptr);
   return 0;
 }
 
 SEC("raw_tp/percpu_free_percpu")
-int BPF_PROG(percpu_free_raw_tp, void *base_addr, int off, void *ptr) {
+int BPF_PROG(percpu_free_raw_tp, void* base_addr, int off, void* ptr) {
   count_free((__u64)ptr);
   return 0;
 }
 
 SEC("tp/percpu/percpu_free_percpu")
-int percpu_free_tracepoint(void *ctx) {
+int percpu_free_tracepoint(void* ctx) {
   count_free(kpath_tp_field(ctx, tp_free_ptr_offset, 8));
   return 0;
 }
@@ -181,7 +181,7 @@ int BPF_PROG(percpu_alloc_fentry, size_t size) {
 }
 
 SEC("kprobe")
-int percpu_alloc_kprobe(struct pt_regs *ctx) {
+int percpu_alloc_kprobe(struct pt_regs* ctx) {
   __u64 size = KPATH_KPROBE_ARG1(ctx);
   count_alloc(caller_from_stack(ctx), PERCPU_ALLOCATED_SIZE(size) * nr_possible_cpus, 0);
   return 0;

@@ -34,16 +34,33 @@ bool StartsWith(std::string_view s, std::string_view prefix) { return s.starts_w
 bool IsPercpuPlumbingFrame(std::string_view fn) {
   // The allocator and its wrappers.
   static constexpr std::array kAllocator = {
-      "pcpu_", "__pcpu_", "__alloc_percpu", "__alloc_reserved_percpu",
+      "pcpu_",
+      "__pcpu_",
+      "__alloc_percpu",
+      "__alloc_reserved_percpu",
   };
   // The tracing plumbing between the event and the BPF program, named precisely: BPF's own
   // allocations (bpf_map_alloc_percpu), perf's and tracing's are real callers.
   static constexpr std::array kTracing = {
-      "bpf_trace_run",     "__bpf_trace_",          "bpf_prog_",        "___bpf_prog_run",
-      "__bpf_prog_enter",  "__bpf_prog_exit",       "bpf_trampoline_",  "trace_call_bpf",
-      "perf_trace_",       "perf_tp_event",         "kprobe_",          "__kprobes",
-      "kretprobe_",        "ftrace_",               "arch_ftrace_",     "fentry_",
-      "__probestub_",      "rethook_",              "trace_event_raw_event_",
+      "bpf_trace_run",
+      "__bpf_trace_",
+      "bpf_prog_",
+      "___bpf_prog_run",
+      "__bpf_prog_enter",
+      "__bpf_prog_exit",
+      "bpf_trampoline_",
+      "trace_call_bpf",
+      "perf_trace_",
+      "perf_tp_event",
+      "kprobe_",
+      "__kprobes",
+      "kretprobe_",
+      "ftrace_",
+      "arch_ftrace_",
+      "fentry_",
+      "__probestub_",
+      "rethook_",
+      "trace_event_raw_event_",
   };
   for (std::string_view p : kAllocator)
     if (StartsWith(fn, p)) return true;
@@ -338,8 +355,8 @@ absl::Status PercpuAllocProbe::DrainCounters() {
 
   if (!tracks_frees_) return absl::OkStatus();
   return balance_maps_->Drain([&](const void* key, std::span<const uint64_t> sums) {
-    std::string caller = key ? CallerName(*static_cast<const __u64*>(key))
-                             : std::string(FoldedCounters::kOther);
+    std::string caller =
+        key ? CallerName(*static_cast<const __u64*>(key)) : std::string(FoldedCounters::kOther);
     outstanding_[caller] += static_cast<int64_t>(sums[0]) - static_cast<int64_t>(sums[1]);
   });
 }

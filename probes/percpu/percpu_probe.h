@@ -6,9 +6,9 @@
 #include <map>
 #include <memory>
 #include <span>
-#include <unordered_map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "probes/collect/bpf_handles.h"

@@ -80,5 +80,4 @@ std::string MeminfoCollector::StatusFragment() const {
   return fragment;
 }
 
-
 }  // namespace kpath

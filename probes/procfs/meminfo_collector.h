@@ -44,5 +44,4 @@ class MeminfoCollector final : public Collector {
   bool warned_no_percpu_ = false;
 };
 
-
 }  // namespace kpath

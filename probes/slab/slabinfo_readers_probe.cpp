@@ -36,7 +36,6 @@ std::string TracepointTarget() { return "syscalls:sys_enter_openat,open,openat2"
 
 }  // namespace
 
-
 SlabinfoReadersProbe::SlabinfoReadersProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed,
                                            LabelLimits labels)
     : kernel_(kernel),
@@ -108,7 +107,7 @@ absl::Status SlabinfoReadersProbe::Supported(const AttachPlan& plan, KernelFeatu
 absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
   Detach();
   OwnedSkeleton<slabinfo_readers_bpf> skel(slabinfo_readers_bpf__open(),
-                                          slabinfo_readers_bpf__destroy);
+                                           slabinfo_readers_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
 

@@ -1,8 +1,8 @@
 // The real kpathd binary on the real kernel: serving, systemd notify, signals, bad input.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -95,8 +95,10 @@ TEST_CASE("kpathd sends READY=1 after attaching probes, then STATUS= every inter
           "[daemon][systemd]") {
   REQUIRE(IsRoot());
   NotifySocket notify;
-  KpathdProcess kpathd({.args = {}, .env = {{"NOTIFY_SOCKET", notify.path()}},
-                        .config_yaml = "sampling_interval: 500ms\nmeminfo:\n  percpu_growth_window: 5s\n"});
+  KpathdProcess kpathd(
+      {.args = {},
+       .env = {{"NOTIFY_SOCKET", notify.path()}},
+       .config_yaml = "sampling_interval: 500ms\nmeminfo:\n  percpu_growth_window: 5s\n"});
   auto ready = notify.WaitFor("READY=1", 20s);
   REQUIRE(ready);
   INFO(*ready);
@@ -110,7 +112,10 @@ TEST_CASE("kpathd sends READY=1 after attaching probes, then STATUS= every inter
   // Then a STATUS= line per interval, with the growth rate once two samples exist.
   auto status = notify.WaitFor("/s", 5s);
   REQUIRE(status);
-  CHECK(std::regex_search(*status, std::regex(R"(STATUS=(\d+)/\1 probes attached; Percpu [0-9.]+ [KMGT]?i?B [+-][0-9.]+ [KMGT]?i?B/s)")));
+  CHECK(std::regex_search(
+      *status,
+      std::regex(
+          R"(STATUS=(\d+)/\1 probes attached; Percpu [0-9.]+ [KMGT]?i?B [+-][0-9.]+ [KMGT]?i?B/s)")));
 }
 
 TEST_CASE("kpathd pings the watchdog when WATCHDOG_USEC is set", "[daemon][systemd]") {
@@ -196,8 +201,8 @@ TEST_CASE("SIGHUP applies a valid config and keeps counters; a broken one is ref
           "[daemon][signals][config]") {
   REQUIRE(IsRoot());
   NotifySocket notify;
-  KpathdProcess kpathd({.env = {{"NOTIFY_SOCKET", notify.path()}},
-                        .config_yaml = "sampling_interval: 10s\n"});
+  KpathdProcess kpathd(
+      {.env = {{"NOTIFY_SOCKET", notify.path()}}, .config_yaml = "sampling_interval: 10s\n"});
   REQUIRE(notify.WaitFor("READY=1", 20s));
   REQUIRE(kpathd.WaitUntilServing());
   double allocs_before = SumMetric(*kpathd.Scrape(), "kpath_percpu_allocs_total");
@@ -228,11 +233,12 @@ TEST_CASE("SIGHUP applies a valid config and keeps counters; a broken one is ref
   CHECK(kpathd.Output().find("configuration reloaded") != std::string::npos);
 }
 
-TEST_CASE("a garbled /proc/meminfo marks only the meminfo collector failed", "[daemon][bad-input]") {
+TEST_CASE("a garbled /proc/meminfo marks only the meminfo collector failed",
+          "[daemon][bad-input]") {
   REQUIRE(IsRoot());
   // A procfs root whose meminfo has a non-number where a value belongs.
-  KpathdProcess kpathd(
-      {.args = {"--procfs-root", std::string(KPATH_FIXTURES) + "/garbled/meminfo-not-a-number/proc"}});
+  KpathdProcess kpathd({.args = {"--procfs-root", std::string(KPATH_FIXTURES) +
+                                                      "/garbled/meminfo-not-a-number/proc"}});
   REQUIRE(kpathd.WaitUntilServing());
   auto body = kpathd.Scrape();
   REQUIRE(body);
@@ -243,8 +249,9 @@ TEST_CASE("a garbled /proc/meminfo marks only the meminfo collector failed", "[d
   CHECK(kpathd.Running());
 }
 
-TEST_CASE("kpathd --check-config exits 0 for a valid file and 1 naming file, line and key otherwise",
-          "[daemon][config]") {
+TEST_CASE(
+    "kpathd --check-config exits 0 for a valid file and 1 naming file, line and key otherwise",
+    "[daemon][config]") {
   std::string shipped = std::string(KPATH_SOURCE_DIR) + "/config/kpathd.yaml";
   CommandResult ok = RunCommand(KpathdBinary() + " --check-config " + shipped);
   INFO(ok.output);

@@ -40,14 +40,17 @@ TEST_CASE("golden: /metrics from the linux-6.18.44 fixture tree", "[golden]") {
   KpathdProcess kpathd({.args = {"--procfs-root", root + "/proc", "--sysfs-root", root + "/sys"},
                         // One collection only: the growth rate needs a second sample, so it is
                         // absent here and the output is stable.
-                        .config_yaml = "sampling_interval: 1h\nmeminfo:\n  percpu_growth_window: 2h\n"
-                                       "bpf:\n  enabled: false\n"});
+                        .config_yaml =
+                            "sampling_interval: 1h\nmeminfo:\n  percpu_growth_window: 2h\n"
+                            "bpf:\n  enabled: false\n"});
   REQUIRE(kpathd.WaitUntilServing());
   auto body = kpathd.Scrape();
   REQUIRE(body);
   std::string actual = Stable(*body);
-  std::string golden_path = std::string(KPATH_SOURCE_DIR) + "/tests/golden/linux-6.18.44-x86_64.metrics";
-  if (const char* update = std::getenv("KPATH_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+  std::string golden_path =
+      std::string(KPATH_SOURCE_DIR) + "/tests/golden/linux-6.18.44-x86_64.metrics";
+  if (const char* update = std::getenv("KPATH_UPDATE_GOLDEN");
+      update && std::string(update) == "1") {
     std::ofstream(golden_path) << actual;
     WARN("rewrote " << golden_path);
     return;

@@ -212,8 +212,9 @@ TEST_CASE(
   REQUIRE(IsRoot());
   if (!std::filesystem::exists("/sys/bus/event_source/devices/kprobe")) {
     REQUIRE_FALSE(MustAttach("percpu_alloc", "kprobe"));
-    WARN("skipped: this kernel has no kprobes (CONFIG_KPROBES off: no kprobe perf event source); "
-         "tests/qemu/run.sh runs this on Debian's 6.1");
+    WARN(
+        "skipped: this kernel has no kprobes (CONFIG_KPROBES off: no kprobe perf event source); "
+        "tests/qemu/run.sh runs this on Debian's 6.1");
     return;
   }
   MountedFs debugfs(std::string(kDebugfs) + "/kprobes", kDebugfs, "debugfs");
@@ -270,8 +271,9 @@ TEST_CASE(
   CHECK(MetricValue(body, "kpath_hidden_kprobes") == hidden_before + 2);
   CHECK(MetricValue(body, "kpath_hidden_kprobes_disabled") == 0);
   CHECK(MetricValue(body, "kpath_kprobes_enabled") == 1);
-  CHECK(MetricValue(body, "kpath_foreign_hooks", {{"kind", "kprobe"}, {"hot", "true"}})
-            .value_or(0) >= 2);
+  CHECK(
+      MetricValue(body, "kpath_foreign_hooks", {{"kind", "kprobe"}, {"hot", "true"}}).value_or(0) >=
+      2);
   // The agent's BPF kprobe names the agent; the tracefs event has no holder.
   CHECK(hooks["security_file_permission"] == "hook_agent true 1");
   CHECK(hooks["vfs_read"] == "unknown true 1");

@@ -64,8 +64,8 @@ TEST_CASE("irqoff: the detector takes the most precise method this kernel offers
   REQUIRE(body);
   INFO(kpathd.Output());
   std::smatch m;
-  REQUIRE(std::regex_search(
-      *body, m, std::regex("kpath_irqoff_detector_info\\{[^}]*method=\"([a-z_]+)\"")));
+  REQUIRE(std::regex_search(*body, m,
+                            std::regex("kpath_irqoff_detector_info\\{[^}]*method=\"([a-z_]+)\"")));
   std::string method = m[1].str();
   CHECK(method == expected);
   CHECK(MetricValue(*body, "kpath_probe_attached", {{"probe", "irqoff"}}) == 1);

@@ -130,9 +130,8 @@ TEST_CASE("percpu: every plan this kernel supports, attached alone, counts the s
     std::string comm = fmt::format("kpm-{}", counts.size());
     kpath::MetricFamilies before;
     REQUIRE(probe.Collect(before).ok());
-    REQUIRE(RunNamed(comm, [&] {
-      return ChurnCgroups(*root, "kpath-matrix-" + comm, kCgroups) == kCgroups;
-    }));
+    REQUIRE(RunNamed(
+        comm, [&] { return ChurnCgroups(*root, "kpath-matrix-" + comm, kCgroups) == kCgroups; }));
     kpath::MetricFamilies after;
     REQUIRE(probe.Collect(after).ok());
     probe.Detach();

@@ -17,7 +17,8 @@ std::string ConfigRestrictedTo(const std::string& mechanism) {
   return "sampling_interval: 200ms\n"
          "probes:\n"
          "  percpu_alloc:\n"
-         "    mechanisms: [" + mechanism + "]\n";
+         "    mechanisms: [" +
+         mechanism + "]\n";
 }
 
 // Waits until a scrape shows `name` at `at_least` or more; returns the last value seen.
@@ -139,8 +140,9 @@ TEST_CASE("own BPF cost is exported while the kernel keeps BPF statistics", "[pe
   REQUIRE(serving);
   REQUIRE(body);
   CHECK(MetricValue(*body, "kpath_bpf_stats_enabled") == 1);
-  CHECK(MetricValue(*body, "kpath_bpf_program_runs_total", {{"probe", "percpu_alloc"}})
-            .value_or(0) >= 20);
+  CHECK(
+      MetricValue(*body, "kpath_bpf_program_runs_total", {{"probe", "percpu_alloc"}}).value_or(0) >=
+      20);
   CHECK(MetricValue(*body, "kpath_bpf_program_run_seconds_total", {{"probe", "percpu_alloc"}})
             .value_or(0) > 0);
 }
@@ -154,8 +156,8 @@ TEST_CASE("callers named from kernel stack samples match the tracepoint's call_s
   // here for each tracepoint mechanism; fentry and kprobe take it always.
   for (std::string mechanism : {"tp_btf", "raw_tp", "tracepoint", "fentry", "kprobe"}) {
     DYNAMIC_SECTION("mechanism " << mechanism) {
-      KpathdProcess kpathd({.config_yaml = ConfigRestrictedTo(mechanism) +
-                                           "percpu:\n  caller_from_stack: true\n"});
+      KpathdProcess kpathd(
+          {.config_yaml = ConfigRestrictedTo(mechanism) + "percpu:\n  caller_from_stack: true\n"});
       REQUIRE(kpathd.WaitUntilServing());
       if (!AttachedOrLacking(kpathd, kpathd.Scrape().value_or(""), mechanism)) continue;
       REQUIRE(ChurnCgroups(*root, "kpath-test-stack-" + mechanism, 50) == 50);

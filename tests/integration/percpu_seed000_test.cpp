@@ -248,7 +248,8 @@ TEST_CASE("a storm of thousands of process names stays within the label budget, 
   {
     std::smatch m;
     std::string out = witness.Output();
-    if (std::regex_search(out, m, std::regex(R"re("@all": ([0-9]+))re"))) witness_all = std::stod(m[1]);
+    if (std::regex_search(out, m, std::regex(R"re("@all": ([0-9]+))re")))
+      witness_all = std::stod(m[1]);
   }
   // Budget: (5 comms + other) x (10 callers + other).
   size_t series = CountSeries(*body, "kpath_percpu_allocs_total");
@@ -267,8 +268,8 @@ TEST_CASE("a storm of thousands of process names stays within the label budget, 
       storm += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
   }
   double total = SumMetric(*body, "kpath_percpu_allocs_total");
-  INFO("kpathd storm+other " << storm << ", total " << total << "; bpftrace storm "
-                             << witness_storm << ", all " << witness_all);
+  INFO("kpathd storm+other " << storm << ", total " << total << "; bpftrace storm " << witness_storm
+                             << ", all " << witness_all);
   REQUIRE(witness_storm >= 2000);
   CHECK(storm >= witness_storm);
   // Nothing counted twice: kpathd saw a sub-window of what bpftrace saw.

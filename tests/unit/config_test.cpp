@@ -421,9 +421,9 @@ TEST_CASE("a listen_address without host or with a bad port is an error saying w
 // --- Probes ---
 
 TEST_CASE("the known probes and their default mechanisms") {
-  CHECK(KnownProbeNames() ==
-        std::vector<std::string_view>{"percpu_alloc", "cgroup_churn", "madvise", "tlb_flush",
-                                      "irqoff", "slabinfo_readers"});
+  CHECK(KnownProbeNames() == std::vector<std::string_view>{"percpu_alloc", "cgroup_churn",
+                                                           "madvise", "tlb_flush", "irqoff",
+                                                           "slabinfo_readers"});
   CHECK(DefaultMechanisms("percpu_alloc") == kAllPercpuMechanisms);
   CHECK(DefaultMechanisms("no_such_probe").empty());
 }
@@ -545,4 +545,3 @@ TEST_CASE("input that once made yaml-cpp loop forever is refused at once", "[con
   REQUIRE_FALSE(c.ok());
   CHECK_THAT(std::string(c.status().message()), Catch::StartsWith("kpathd.yaml:1: "));
 }
-

@@ -104,8 +104,7 @@ TEST_CASE("a failing collector reports success 0 and drops only its own families
   collectors.push_back(std::make_unique<FakeCollector>("good", absl::OkStatus(), absl::OkStatus()));
   collectors.push_back(
       std::make_unique<FakeCollector>("bad", absl::OkStatus(), absl::DataLossError("garbled")));
-  auto thrower =
-      std::make_unique<FakeCollector>("thrower", absl::OkStatus(), absl::OkStatus());
+  auto thrower = std::make_unique<FakeCollector>("thrower", absl::OkStatus(), absl::OkStatus());
   thrower->throws = true;
   collectors.push_back(std::move(thrower));
   collectors.push_back(std::make_unique<FakeCollector>(

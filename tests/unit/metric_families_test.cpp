@@ -26,9 +26,7 @@ TEST_CASE("gauges and counters carry their labels and values", "[metrics]") {
 
 TEST_CASE("histograms are cumulative and end with the +Inf bucket", "[metrics]") {
   MetricFamilies out;
-  Histogram("kpath_h_seconds", "H.")
-      .AddHistogram({}, {0.001, 0.01}, {2, 3, 5}, 1.5)
-      .AppendTo(out);
+  Histogram("kpath_h_seconds", "H.").AddHistogram({}, {0.001, 0.01}, {2, 3, 5}, 1.5).AppendTo(out);
   REQUIRE(out.size() == 1);
   const auto& h = out[0].metric.at(0).histogram;
   REQUIRE(h.bucket.size() == 3);
@@ -54,12 +52,13 @@ TEST_CASE("a builder is empty again after AppendTo", "[metrics]") {
 TEST_CASE("label values from kernel bytes are made valid UTF-8", "[metrics]") {
   CHECK(SanitizeLabelValue("systemd") == "systemd");
   CHECK(SanitizeLabelValue("kworker/0:1H") == "kworker/0:1H");
-  CHECK(SanitizeLabelValue("caf\xc3\xa9") == "caf\xc3\xa9");        // é
-  CHECK(SanitizeLabelValue("ab\xe4\xb8") == "ab??");                 // cut inside a character
-  CHECK(SanitizeLabelValue("a\xff" "b") == "a?b");                   // never valid
-  CHECK(SanitizeLabelValue("x\xc0\xaf") == "x??");                   // overlong '/'
-  CHECK(SanitizeLabelValue("t\tab\n") == "t?ab?");                    // control characters
-  CHECK(SanitizeLabelValue("\xed\xa0\x80") == "???");                // UTF-16 surrogate
+  CHECK(SanitizeLabelValue("caf\xc3\xa9") == "caf\xc3\xa9");  // é
+  CHECK(SanitizeLabelValue("ab\xe4\xb8") == "ab??");          // cut inside a character
+  CHECK(SanitizeLabelValue("a\xff"
+                           "b") == "a?b");             // never valid
+  CHECK(SanitizeLabelValue("x\xc0\xaf") == "x??");     // overlong '/'
+  CHECK(SanitizeLabelValue("t\tab\n") == "t?ab?");     // control characters
+  CHECK(SanitizeLabelValue("\xed\xa0\x80") == "???");  // UTF-16 surrogate
   const char comm[16] = {'g', 'o', '\xff', 0, 'x'};
   CHECK(CommLabel(comm, sizeof(comm)) == "go?");
   MetricFamilies out;

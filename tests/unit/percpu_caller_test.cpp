@@ -15,12 +15,12 @@ constexpr unsigned long long kPercpuRefInit = 0xffffffff81bb5990ULL;
 }  // namespace
 
 TEST_CASE("allocator and tracing frames are plumbing, real callers are not", "[percpu]") {
-  for (const char* fn : {"pcpu_alloc_noprof", "pcpu_alloc", "__alloc_percpu_gfp", "__alloc_percpu",
-                         "__alloc_reserved_percpu", "bpf_trace_run10",
-                         "__bpf_trace_percpu_alloc_percpu", "perf_trace_percpu_alloc_percpu",
-                         "bpf_prog_6deef7357e7b4530_percpu_alloc_tp", "bpf_trampoline_6442",
-                         "trace_event_raw_event_percpu_alloc_percpu", "kprobe_ftrace_handler",
-                         "unknown"}) {
+  for (const char* fn :
+       {"pcpu_alloc_noprof", "pcpu_alloc", "__alloc_percpu_gfp", "__alloc_percpu",
+        "__alloc_reserved_percpu", "bpf_trace_run10", "__bpf_trace_percpu_alloc_percpu",
+        "perf_trace_percpu_alloc_percpu", "bpf_prog_6deef7357e7b4530_percpu_alloc_tp",
+        "bpf_trampoline_6442", "trace_event_raw_event_percpu_alloc_percpu", "kprobe_ftrace_handler",
+        "unknown"}) {
     INFO(fn);
     CHECK(IsPercpuPlumbingFrame(fn));
   }
@@ -76,9 +76,9 @@ TEST_CASE("without kallsyms every caller is unknown", "[percpu]") {
 }
 
 TEST_CASE("linker section markers are not functions", "[percpu][symbols]") {
-  for (const char* m : {"_stext", "_text", "_etext", "_sinittext", "_einittext",
-                        "__irqentry_text_end", "__entry_text_end", "__start___ksymtab",
-                        "__stop___param", "_end"}) {
+  for (const char* m :
+       {"_stext", "_text", "_etext", "_sinittext", "_einittext", "__irqentry_text_end",
+        "__entry_text_end", "__start___ksymtab", "__stop___param", "_end"}) {
     INFO(m);
     CHECK(IsLinkerMarkerSymbol(m));
   }

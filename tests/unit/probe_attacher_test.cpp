@@ -21,9 +21,7 @@ class FakeKernel final : public KernelFeatures {
   std::optional<int> BtfTracepointArgs(std::string_view) override {
     return btf ? std::optional<int>(10) : std::nullopt;
   }
-  bool BtfHasFunction(std::string_view name) override {
-    return btf && functions.count(name) > 0;
-  }
+  bool BtfHasFunction(std::string_view name) override { return btf && functions.count(name) > 0; }
   absl::StatusOr<std::filesystem::path> Tracefs() override {
     return absl::UnavailableError("no tracefs");
   }

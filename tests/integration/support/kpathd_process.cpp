@@ -73,7 +73,8 @@ std::optional<HttpResponse> HttpGet(int port, const std::string& path,
     return std::nullopt;
   }
   std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
     close(fd);
     return std::nullopt;
   }

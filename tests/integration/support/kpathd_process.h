@@ -44,10 +44,10 @@ class NotifySocket {
 };
 
 struct KpathdOptions {
-  std::vector<std::string> args;               // after the binary name
-  std::map<std::string, std::string> env;      // added to the environment
-  std::optional<std::string> config_yaml;      // written to a temp file, passed as --config
-  bool add_listen = true;                      // append --listen 127.0.0.1:<free port>
+  std::vector<std::string> args;           // after the binary name
+  std::map<std::string, std::string> env;  // added to the environment
+  std::optional<std::string> config_yaml;  // written to a temp file, passed as --config
+  bool add_listen = true;                  // append --listen 127.0.0.1:<free port>
   // Executed instead of KpathdBinary(), e.g. a symlink to it under another name (which becomes
   // the process's comm).
   std::optional<std::string> binary;
