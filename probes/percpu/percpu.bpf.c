@@ -11,7 +11,8 @@
  * tp_btf and raw_tp check argument accesses against the tracepoint's arity (at load or attach),
  * so each layout has its own program. percpu_free_percpu(base_addr, off, ptr) has no size: the
  * size and caller of every live allocation are kept in `live_allocs` until its free. */
-// clang-format off: kpath_bpf.h brings vmlinux.h, whose types percpu.h uses.
+// kpath_bpf.h brings vmlinux.h, whose types percpu.h uses: keep this order.
+// clang-format off
 #include "kpath_bpf.h"
 #include "percpu.h"
 // clang-format on
