@@ -3,6 +3,7 @@
 #include <bpf/libbpf.h>
 #include <sys/utsname.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 
@@ -61,6 +62,8 @@ MetricFamilies CollectorSet::CollectAll() {
     absl::Status s;
     if (!h.started) {
       s = absl::FailedPreconditionError(h.last_error);
+    } else if (AllProbesExcludedByConfig(c)) {
+      // Off by choice: nothing to read, nothing wrong.
     } else {
       try {
         s = c.Collect(mine);
@@ -120,6 +123,9 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
       Gauge("kpath_collector_duration_seconds", "How long the collector's last collection took.");
   auto attached = Gauge("kpath_probe_attached",
                         "1 if the probe is attached; mechanism is how (none: not attached).");
+  auto excluded = Gauge("kpath_probe_excluded_by_config",
+                        "1 if the probe is not attached only because probes.<probe>.mechanisms "
+                        "leaves out every mechanism this kernel supports (off by choice).");
   auto run_seconds = Counter("kpath_bpf_program_run_seconds_total",
                              "CPU time spent in kpathd's own BPF programs, while the kernel's BPF "
                              "run-time statistics are on.");
@@ -136,6 +142,7 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
     for (const ProbeState& p : c.Probes()) {
       attached.Add({{"probe", p.probe}, {"mechanism", std::string(MechanismName(p.mechanism))}},
                    p.mechanism == Mechanism::kNone ? 0 : 1);
+      excluded.Add({{"probe", p.probe}}, p.excluded_by_config ? 1 : 0);
     }
     if (!stats_on) continue;
     for (const OwnBpfProgram& prog : c.Programs()) {
@@ -148,6 +155,7 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   }
   success.AppendTo(out);
   duration.AppendTo(out);
+  if (!excluded.empty()) excluded.AppendTo(out);
   if (!attached.empty()) attached.AppendTo(out);
   Gauge("kpath_bpf_stats_enabled",
         "1 if the kernel keeps BPF run-time statistics (sysctl kernel.bpf_stats_enabled, or "
@@ -160,6 +168,14 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   }
 }
 
+std::vector<ProbeState> CollectorSet::ProbeStates() const {
+  std::vector<ProbeState> states;
+  for (const auto& c : collectors_) {
+    for (ProbeState& p : c->Probes()) states.push_back(std::move(p));
+  }
+  return states;
+}
+
 int CollectorSet::ProbesAttached() const {
   int n = 0;
   for (const auto& c : collectors_)
@@ -169,13 +185,32 @@ int CollectorSet::ProbesAttached() const {
 
 int CollectorSet::ProbesTotal() const {
   int n = 0;
-  for (const auto& c : collectors_) n += static_cast<int>(c->Probes().size());
+  for (const auto& c : collectors_)
+    for (const ProbeState& p : c->Probes()) n += !p.excluded_by_config;
   return n;
+}
+
+std::vector<std::string> CollectorSet::ProbesExcludedByConfig() const {
+  std::vector<std::string> names;
+  for (const auto& c : collectors_)
+    for (const ProbeState& p : c->Probes())
+      if (p.excluded_by_config) names.push_back(p.probe);
+  return names;
+}
+
+bool CollectorSet::AllProbesExcludedByConfig(const Collector& c) {
+  std::vector<ProbeState> probes = c.Probes();
+  return !probes.empty() && std::all_of(probes.begin(), probes.end(),
+                                        [](const ProbeState& p) { return p.excluded_by_config; });
 }
 
 std::string CollectorSet::StatusLine() const {
   std::vector<std::string> parts;
-  parts.push_back(fmt::format("{}/{} probes attached", ProbesAttached(), ProbesTotal()));
+  std::string attached = fmt::format("{}/{} probes attached", ProbesAttached(), ProbesTotal());
+  if (std::vector<std::string> off = ProbesExcludedByConfig(); !off.empty()) {
+    attached += fmt::format(" ({} off by configuration)", fmt::join(off, ", "));
+  }
+  parts.push_back(std::move(attached));
   std::vector<std::string> failing;
   for (size_t i = 0; i < collectors_.size(); ++i) {
     if (!health_[i].ok) failing.emplace_back(collectors_[i]->Name());

@@ -38,7 +38,11 @@ class CollectorSet {
   // "1/1 probes attached; Percpu 1.8 GiB +340 KiB/s; collector meminfo failing"
   std::string StatusLine() const;
   int ProbesAttached() const;
+  // What every BPF probe attached with (kpath_probe_attached), in collector order.
+  std::vector<ProbeState> ProbeStates() const;
+  // Probes that should be attached: every probe but those off by configuration.
   int ProbesTotal() const;
+  std::vector<std::string> ProbesExcludedByConfig() const;
 
  private:
   struct Health {
@@ -50,6 +54,7 @@ class CollectorSet {
   };
 
   void AppendHealth(MetricFamilies& out) const;
+  static bool AllProbesExcludedByConfig(const Collector& c);
 
   std::vector<std::unique_ptr<Collector>> collectors_;
   std::vector<Health> health_;

@@ -29,7 +29,8 @@ namespace {
 struct ProbeMechanisms {
   std::string_view probe;
   std::vector<Mechanism> mechanisms;
-};
+  // The default of probes.<probe>.mechanisms where it is not all of `mechanisms`.
+  std::vector<Mechanism> defaults = {};
 
 const std::vector<ProbeMechanisms>& ProbeTable() {
   static const auto* table = new std::vector<ProbeMechanisms>{
@@ -42,7 +43,8 @@ const std::vector<ProbeMechanisms>& ProbeTable() {
       // preemptirq tracepoints (exact), then perf_event: NMI sampling, else software timers.
       {"irqoff",
        {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint, Mechanism::kPerfEvent}},
-      {"slabinfo_readers", {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint}},
+      {"slabinfo_readers",
+       {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint},
   };
   return *table;
 }
@@ -634,7 +636,7 @@ class ConfigParser {
   absl::Status ParseMechanisms(const std::string& probe, const YAML::Node& key_node,
                                const YAML::Node& value, absl::string_view path,
                                std::vector<Mechanism>& out) const {
-    const std::vector<Mechanism>& supported = DefaultMechanisms(probe);
+    const std::vector<Mechanism>& supported = SupportedMechanisms(probe);
     const std::string expected =
         absl::StrCat("a non-empty list drawn from [", MechanismList(supported), "]");
     if (!value.IsSequence() || value.size() == 0) {
@@ -678,7 +680,9 @@ class ConfigParser {
 
 ProbeConfig Config::Probe(std::string_view name) const {
   const auto it = probes.find(name);
-  return it == probes.end() ? ProbeConfig{} : it->second;
+  ProbeConfig probe = it == probes.end() ? ProbeConfig{} : it->second;
+  if (probe.mechanisms.empty()) probe.mechanisms = DefaultMechanisms(name);
+  return probe;
 }
 
 const std::vector<std::string_view>& KnownProbeNames() {
@@ -690,12 +694,19 @@ const std::vector<std::string_view>& KnownProbeNames() {
   return *names;
 }
 
-const std::vector<Mechanism>& DefaultMechanisms(std::string_view probe) {
+const std::vector<Mechanism>& SupportedMechanisms(std::string_view probe) {
   static const auto* none = new std::vector<Mechanism>;
   for (const ProbeMechanisms& entry : ProbeTable()) {
     if (entry.probe == probe) return entry.mechanisms;
   }
   return *none;
+}
+
+const std::vector<Mechanism>& DefaultMechanisms(std::string_view probe) {
+  for (const ProbeMechanisms& entry : ProbeTable()) {
+    if (entry.probe == probe && !entry.defaults.empty()) return entry.defaults;
+  }
+  return SupportedMechanisms(probe);
 }
 
 namespace {

@@ -53,8 +53,13 @@ struct Config {
 // Probe names the configuration accepts under `probes:`.
 const std::vector<std::string_view>& KnownProbeNames();
 
-// The mechanisms a known probe can attach through, in its order of preference (what an empty
-// ProbeConfig::mechanisms means); empty for an unknown name.
+// The mechanisms a known probe can attach through, in its order of preference; empty for an
+// unknown name.
+const std::vector<Mechanism>& SupportedMechanisms(std::string_view probe);
+
+// What an empty ProbeConfig::mechanisms means (Config::Probe fills it in): all the supported
+// mechanisms, except where one is too costly to use unasked (slabinfo_readers' syscall
+// tracepoints).
 const std::vector<Mechanism>& DefaultMechanisms(std::string_view probe);
 
 // Parses YAML text. `source` names the file in errors: "<source>:<line>: <what>".

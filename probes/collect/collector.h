@@ -20,6 +20,10 @@ struct ProbeState {
   std::string probe;
   Mechanism mechanism = Mechanism::kNone;  // kNone: nothing attached
   std::string detail;                      // why nothing attached, or what was attached
+  // Nothing attached only because the configuration's `mechanisms` leave out every one this
+  // kernel supports (for example the costly syscall tracepoint of slabinfo_readers): the probe
+  // is off by choice, not broken; its collector reports success and collects nothing.
+  bool excluded_by_config = false;
 };
 
 // A loaded BPF program of kpathd's own, for kpath_bpf_program_run_*{probe,program}.

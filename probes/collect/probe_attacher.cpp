@@ -22,10 +22,20 @@ std::string PlanName(const AttachPlan& plan) {
 ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
                                 const std::vector<Mechanism>& allowed) {
   std::vector<std::string> skipped;
+  std::vector<std::string> excluded_supported;  // supported here, left out by the configuration
+  bool excluded_cheap = false;                  // ... and one of them is not `costly`
   for (const AttachPlan& plan : probe.Plans()) {
     if (!allowed.empty() &&
         std::find(allowed.begin(), allowed.end(), plan.mechanism) == allowed.end()) {
-      skipped.push_back(fmt::format("{}: not in the configured mechanisms", PlanName(plan)));
+      // Asked anyway (a cheap check, nothing is loaded) so that a probe left off by choice is
+      // told apart from one the kernel cannot serve.
+      bool supported = probe.Supported(plan, kernel).ok();
+      if (supported) {
+        excluded_supported.push_back(PlanName(plan));
+        excluded_cheap |= !plan.costly;
+      }
+      skipped.push_back(fmt::format("{}: not in the configured mechanisms{}", PlanName(plan),
+                                    supported ? " (supported here)" : ""));
       continue;
     }
     absl::Status supported = probe.Supported(plan, kernel);
@@ -49,14 +59,25 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
   }
   std::string why =
       skipped.empty() ? "no mechanism to try" : fmt::format("{}", fmt::join(skipped, "; "));
+  ProbeState state{std::string(probe.ProbeName()), Mechanism::kNone, why};
+  // Off by configuration only when what was left out is what the defaults leave out for its
+  // cost; a restriction to mechanisms this kernel cannot serve is a failure, reported as such.
+  if (!excluded_supported.empty() && !excluded_cheap) {
+    state.excluded_by_config = true;
+    spdlog::info(
+        "probe {}: off by configuration: this kernel supports {}, which probes.{}.mechanisms "
+        "leaves out; add it there to turn the probe on ({})",
+        probe.ProbeName(), fmt::join(excluded_supported, ", "), probe.ProbeName(), why);
+    return state;
+  }
   spdlog::warn("probe {}: not attached, its metrics are absent: {}", probe.ProbeName(), why);
-  return ProbeState{std::string(probe.ProbeName()), Mechanism::kNone, why};
+  return state;
 }
 
 absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
                         const std::vector<Mechanism>& allowed, ProbeState& state) {
   state = AttachFirstSupported(probe, kernel, allowed);
-  if (state.mechanism == Mechanism::kNone) {
+  if (state.mechanism == Mechanism::kNone && !state.excluded_by_config) {
     return absl::UnavailableError(fmt::format("not attached: {}", state.detail));
   }
   return absl::OkStatus();

@@ -33,7 +33,8 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
                                 const std::vector<Mechanism>& allowed);
 
 // AttachFirstSupported for a collector's Start(): records the outcome in `state` and returns
-// Unavailable with every reason when nothing attached (the collector then reports success 0).
+// Unavailable with every reason when nothing attached (the collector then reports success 0),
+// except when the probe is off by configuration (state.excluded_by_config).
 absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
                         const std::vector<Mechanism>& allowed, ProbeState& state);
 

@@ -30,6 +30,10 @@ std::vector<std::string_view> MechanismNames();
 struct AttachPlan {
   Mechanism mechanism;
   std::string target;
+  // Costs the host beyond the probe's own events (slabinfo_readers' syscall tracepoints tax
+  // every system call), so the default configuration leaves it out. A probe that attaches
+  // nothing because only such plans, supported here, were left out is off by configuration.
+  bool costly = false;
 };
 
 }  // namespace kpath

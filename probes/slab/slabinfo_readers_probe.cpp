@@ -48,7 +48,7 @@ std::vector<AttachPlan> SlabinfoReadersProbe::Plans() const {
   return {
       {Mechanism::kFentry, std::string(kOpenFunction)},
       {Mechanism::kKprobe, std::string(kOpenFunction)},
-      {Mechanism::kTracepoint, TracepointTarget()},
+      {Mechanism::kTracepoint, TracepointTarget(), /*costly=*/true},
   };
 }
 

@@ -90,7 +90,12 @@ TEST_CASE("slab sizes of the configured caches equal SLUB's own counters", "[sla
 TEST_CASE("opens of /proc/slabinfo are counted by process name, and nothing else is",
           "[slab][readers]") {
   REQUIRE(IsRoot());
-  KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\n"});
+  // Every mechanism, the syscall tracepoints included (not in the default list: they tax every
+  // system call), so the probe attaches on any kernel.
+  KpathdProcess kpathd(
+      {.config_yaml =
+           "sampling_interval: 300ms\n"
+           "probes:\n  slabinfo_readers:\n    mechanisms: [fentry, kprobe, tracepoint]\n"});
   REQUIRE(kpathd.WaitUntilServing());
   auto body = kpathd.Scrape();
   REQUIRE(body);
@@ -117,4 +122,37 @@ TEST_CASE("opens of /proc/slabinfo are counted by process name, and nothing else
   // Opens whose path could not be checked are accounted, not silently missed.
   CHECK(MetricValue(*body, "kpath_events_lost_total",
                     {{"probe", "slabinfo_readers"}, {"reason", "path_unreadable"}}));
+}
+
+TEST_CASE("by default slabinfo readers use only fentry or kprobe, else are off by configuration",
+          "[slab][readers]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  INFO(kpathd.Output());
+  INFO(*body);
+  const bool attached =
+      MetricValue(*body, "kpath_probe_attached", {{"probe", "slabinfo_readers"}}) == 1;
+  if (attached) {
+    const bool cheap = MetricValue(*body, "kpath_probe_attached",
+                                   {{"probe", "slabinfo_readers"}, {"mechanism", "fentry"}}) ||
+                       MetricValue(*body, "kpath_probe_attached",
+                                   {{"probe", "slabinfo_readers"}, {"mechanism", "kprobe"}});
+    CHECK(cheap);
+    CHECK(MetricValue(*body, "kpath_probe_excluded_by_config", {{"probe", "slabinfo_readers"}}) ==
+          0);
+  } else {
+    // This kernel has neither (the development VM): off by choice, healthy, said so.
+    CHECK(MetricValue(*body, "kpath_probe_attached",
+                      {{"probe", "slabinfo_readers"}, {"mechanism", "none"}}) == 0);
+    CHECK(MetricValue(*body, "kpath_probe_excluded_by_config", {{"probe", "slabinfo_readers"}}) ==
+          1);
+    CHECK(MetricValue(*body, "kpath_collector_success", {{"collector", "slabinfo_readers"}}) == 1);
+    CHECK_THAT(kpathd.Output(), Catch::Contains("probe slabinfo_readers: off by configuration"));
+  }
+  // No syscall tracepoint of kpathd's is attached either way.
+  CHECK_FALSE(MetricValue(*body, "kpath_probe_attached",
+                          {{"probe", "slabinfo_readers"}, {"mechanism", "tracepoint"}}));
 }

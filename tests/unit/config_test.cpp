@@ -430,9 +430,21 @@ TEST_CASE("the known probes and their default mechanisms") {
 
 TEST_CASE("a probe not mentioned in the file gets the defaults") {
   const Config config;
-  CHECK(config.Probe("percpu_alloc") == ProbeConfig{});
+  CHECK(config.probes.empty());
   CHECK(config.Probe("percpu_alloc").enabled);
-  CHECK(config.Probe("percpu_alloc").mechanisms.empty());
+  CHECK(config.Probe("percpu_alloc").mechanisms == kAllPercpuMechanisms);
+}
+
+TEST_CASE("slabinfo_readers leaves its syscall tracepoints out unless they are asked for") {
+  CHECK(SupportedMechanisms("slabinfo_readers") ==
+        std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint});
+  CHECK(Config{}.Probe("slabinfo_readers").mechanisms ==
+        std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe});
+  const Config asked = Parse("probes:\n  slabinfo_readers:\n    mechanisms: [tracepoint]\n");
+  CHECK(asked.Probe("slabinfo_readers").mechanisms ==
+        std::vector<Mechanism>{Mechanism::kTracepoint});
+  // The shipped defaults spelled out are still "no entry".
+  CHECK(Parse("probes:\n  slabinfo_readers:\n    mechanisms: [fentry, kprobe]\n") == Config{});
 }
 
 TEST_CASE("a mechanism restriction is kept in the order written") {

@@ -38,7 +38,7 @@ TEST_CASE("irqoff and slab defaults catch seed 001 without a costly read", "[con
                                                               Mechanism::kTracepoint,
                                                               Mechanism::kPerfEvent});
   CHECK(DefaultMechanisms("slabinfo_readers") ==
-        std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint});
+        std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe});
 }
 
 TEST_CASE("irqoff and slab settings are read from the file", "[config][irqoff]") {

@@ -48,12 +48,11 @@ class FakeProbe final : public AttachableProbe {
   int detached = 0;
 
   std::string_view ProbeName() const override { return "fake"; }
-  std::vector<AttachPlan> Plans() const override {
-    return {{Mechanism::kTpBtf, "cat:event"},
-            {Mechanism::kRawTp, "cat:event"},
-            {Mechanism::kTracepoint, "cat:event"},
-            {Mechanism::kKprobe, "some_function"}};
-  }
+  std::vector<AttachPlan> plans = {{Mechanism::kTpBtf, "cat:event"},
+                                   {Mechanism::kRawTp, "cat:event"},
+                                   {Mechanism::kTracepoint, "cat:event"},
+                                   {Mechanism::kKprobe, "some_function"}};
+  std::vector<AttachPlan> Plans() const override { return plans; }
   absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override {
     switch (plan.mechanism) {
       case Mechanism::kTpBtf:
@@ -136,6 +135,47 @@ TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[atta
   CHECK(state.mechanism == Mechanism::kNone);
   CHECK(probe.attempted.empty());
   CHECK_THAT(state.detail, Catch::Contains("not in the configured mechanisms"));
+  // The kernel supports tp_btf and raw_tp, which the restriction left out: a failure (the
+  // operator asked for what this kernel lacks), said so, not "off by configuration".
+  CHECK_FALSE(state.excluded_by_config);
+  CHECK_THAT(
+      state.detail,
+      Catch::Contains("tp_btf cat:event: not in the configured mechanisms (supported here)"));
+  CHECK_FALSE(StartProbe(probe, kernel, {Mechanism::kFentry}, state).ok());
+}
+
+TEST_CASE("leaving out only a costly mechanism the kernel has is off by configuration",
+          "[attach]") {
+  FakeKernel kernel;  // no kprobes: the cheap plan cannot serve
+  FakeProbe probe;
+  probe.plans = {{Mechanism::kKprobe, "some_function"},
+                 {Mechanism::kRawTp, "raw_syscalls:sys_enter", /*costly=*/true}};
+  ProbeState state;
+  CHECK(StartProbe(probe, kernel, {Mechanism::kKprobe}, state).ok());
+  CHECK(state.mechanism == Mechanism::kNone);
+  CHECK(state.excluded_by_config);
+  CHECK(probe.attempted.empty());
+  CHECK_THAT(state.detail, Catch::Contains("raw_tp raw_syscalls:sys_enter: not in the configured "
+                                           "mechanisms (supported here)"));
+  // Asked for, the costly plan attaches.
+  CHECK(StartProbe(probe, kernel, {Mechanism::kKprobe, Mechanism::kRawTp}, state).ok());
+  CHECK(state.mechanism == Mechanism::kRawTp);
+  CHECK_FALSE(state.excluded_by_config);
+}
+
+TEST_CASE("a restriction that leaves out only what the kernel lacks is a failure", "[attach]") {
+  FakeKernel kernel;
+  kernel.btf = false;
+  FakeProbe probe;
+  probe.attach_fails = {Mechanism::kRawTp};
+  // tp_btf (no BTF) and tracepoint (no tracefs) are left out, and the kernel could not serve
+  // them anyway; raw_tp, allowed, fails to load.
+  ProbeState state;
+  absl::Status started = StartProbe(probe, kernel, {Mechanism::kRawTp}, state);
+  CHECK_FALSE(started.ok());
+  CHECK(state.mechanism == Mechanism::kNone);
+  CHECK_FALSE(state.excluded_by_config);
+  CHECK_THAT(state.detail, Catch::Contains("tp_btf cat:event: not in the configured mechanisms"));
 }
 
 TEST_CASE("mechanism names round-trip and none is not configurable", "[attach]") {
