@@ -19,41 +19,18 @@ Target (issue 6): kpathd keeps at least 0.90. Leaves nothing behind.
 """
 import argparse
 import os
-import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kpath_bench import attached_mechanism, free_port, metrics, probe_names, wait_for  # noqa: E402
 
 BPFTRACE = ("tracepoint:syscalls:sys_enter_madvise "
             "{ @calls[comm, args->behavior] = count(); }")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def metrics(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-            return r.read().decode()
-    except OSError:
-        return ""
-
-
-def madvise_mechanism(body):
-    for line in body.splitlines():
-        if line.startswith('kpath_probe_attached{probe="madvise"') and line.endswith(" 1"):
-            return line.split('mechanism="')[1].split('"')[0]
-    return None
 
 
 class Tracer:
@@ -78,15 +55,6 @@ class Tracer:
             p.wait()
 
 
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--build", default="build")
@@ -106,17 +74,7 @@ def main():
             sys.exit(f"{binary} missing: cmake --build {args.build} -j2 --target kpathd "
                      "kpath-bench-empty kpath-bench-madvise-loop")
 
-    # The probes kpathd knows, from the shipped configuration (it lists every one).
-    here = os.path.dirname(os.path.abspath(__file__))
-    probes, in_probes = [], False
-    with open(os.path.join(here, "..", "config", "kpathd.yaml")) as f:
-        for line in f:
-            if line.startswith("probes:"):
-                in_probes = True
-            elif in_probes and re.match(r"^  ([a-z_]+):\s*$", line):
-                probes.append(line.strip().rstrip(":"))
-            elif in_probes and re.match(r"^\S", line):
-                in_probes = False
+    probes = probe_names()  # every probe kpathd knows, from the shipped configuration
     configs = {}
     for name, text in {
         "defaults": "# the defaults, as shipped\n",
@@ -134,11 +92,11 @@ def main():
     def start_kpathd(config):
         p = subprocess.Popen([f"{args.build}/daemon/kpathd", "--config", configs[config],
                               "--listen", f"127.0.0.1:{port}", "--log-level", "warn"])
-        wait_for(lambda: madvise_mechanism(metrics(port)) or p.poll() is not None, 30,
+        wait_for(lambda: attached_mechanism(metrics(port), "madvise") or p.poll() is not None, 30,
                  "kpathd's madvise probe")
         if p.poll() is not None:
             raise RuntimeError("kpathd exited")
-        mechanism["kpathd"] = madvise_mechanism(metrics(port))
+        mechanism["kpathd"] = attached_mechanism(metrics(port), "madvise")
         return p
 
     def start_empty():

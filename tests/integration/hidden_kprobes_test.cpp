@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "support/expected_mechanisms.h"
+#include "support/hook_agent.h"
 #include "support/kpathd_process.h"
 
 using namespace std::chrono_literals;
@@ -48,15 +49,6 @@ class MountedFs {
   bool mounted_ = false;
 };
 
-bool WriteLine(const std::string& file, const std::string& line, bool append) {
-  int fd = open(file.c_str(), O_WRONLY | O_CLOEXEC | (append ? O_APPEND : O_TRUNC));
-  if (fd < 0) return false;
-  std::string text = line + "\n";
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
-}
-
 std::string TracefsRoot() {
   for (const char* dir : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
     if (std::filesystem::exists(std::string(dir) + "/kprobe_events")) return dir;
@@ -69,17 +61,17 @@ class KprobeEvent {
  public:
   KprobeEvent(std::string tracefs, std::string group, std::string event, const std::string& fn)
       : tracefs_(std::move(tracefs)), name_(group + "/" + event) {
-    defined_ = WriteLine(tracefs_ + "/kprobe_events", "p:" + name_ + " " + fn, true);
+    defined_ = WriteControlLine(tracefs_ + "/kprobe_events", "p:" + name_ + " " + fn, true);
   }
   ~KprobeEvent() { Remove(); }
   bool defined() const { return defined_; }
   bool Enable(bool on) {
-    return WriteLine(tracefs_ + "/events/" + name_ + "/enable", on ? "1" : "0", false);
+    return WriteControlLine(tracefs_ + "/events/" + name_ + "/enable", on ? "1" : "0", false);
   }
   bool Remove() {
     if (!defined_) return true;
     Enable(false);
-    if (WriteLine(tracefs_ + "/kprobe_events", "-:" + name_, true)) defined_ = false;
+    if (WriteControlLine(tracefs_ + "/kprobe_events", "-:" + name_, true)) defined_ = false;
     return !defined_;
   }
 
@@ -87,91 +79,6 @@ class KprobeEvent {
   std::string tracefs_;
   std::string name_;
   bool defined_ = false;
-};
-
-// The stand-in agent as a child process, until its stdin closes.
-class Agent {
- public:
-  explicit Agent(std::vector<std::string> args) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      std::vector<char*> argv{const_cast<char*>(kAgent)};
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kAgent, argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-  }
-  ~Agent() {
-    if (Stop() < 0 && pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (stdout_ >= 0) close(stdout_);
-  }
-  bool WaitReady(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string seen;
-    fcntl(stdout_, F_SETFL, O_NONBLOCK);
-    while (std::chrono::steady_clock::now() < deadline) {
-      char buffer[256];
-      ssize_t n = read(stdout_, buffer, sizeof(buffer));
-      if (n > 0) seen.append(buffer, static_cast<size_t>(n));
-      if (seen.find("ready\n") != std::string::npos) return true;
-      if (n == 0) return false;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  int Stop() {
-    if (pid_ <= 0) return -1;
-    if (stdin_ >= 0) {
-      close(stdin_);
-      stdin_ = -1;
-    }
-    for (int i = 0; i < 500; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = 0;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  int stdout_ = -1;
-};
-
-// kpathd under its own name: a symlink in a temporary directory.
-class NamedKpathd {
- public:
-  NamedKpathd() {
-    dir_ = std::filesystem::temp_directory_path() / ("kpath-kprobes-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    path_ = (dir_ / kKpathdName).string();
-    std::filesystem::create_symlink(KpathdBinary(), path_);
-  }
-  ~NamedKpathd() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::filesystem::path dir_;
-  std::string path_;
 };
 
 // Lines of debugfs kprobes/list: every registered kprobe, whoever placed it.
@@ -224,7 +131,7 @@ TEST_CASE(
   REQUIRE_FALSE(tracing.empty());
   const size_t before_kpathd = KprobesList().size();
 
-  NamedKpathd binary;
+  NamedKpathd binary(kKpathdName);
   KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
                                        "hooks:\n"
                                        "  refresh_interval: 1s\n"
@@ -253,7 +160,7 @@ TEST_CASE(
   KprobeEvent event(tracing, "kpath_seed002", "vfs_read_" + std::to_string(getpid()), "vfs_read");
   REQUIRE(event.defined());
   REQUIRE(event.Enable(true));
-  Agent agent({"--kprobe", "security_file_permission"});
+  HookAgent agent(kAgent, {"--kprobe", "security_file_permission"});
   REQUIRE(agent.WaitReady(10s));
 
   std::map<std::string, std::string> hooks;

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/hook_agent.h"
 #include "support/kpathd_process.h"
 
 using namespace std::chrono_literals;
@@ -51,26 +52,17 @@ class Tracefs {
   bool mounted_ = false;
 };
 
-bool AppendLine(const std::string& file, const std::string& line) {
-  int fd = open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string text = line + "\n";
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  return ok;
-}
-
 // A tracefs uprobe event, removed on destruction if the test did not remove it.
 class UprobeEvent {
  public:
   UprobeEvent(std::string tracefs, std::string name, const std::string& target)
       : file_(tracefs + "/uprobe_events"), name_(std::move(name)) {
-    defined_ = AppendLine(file_, "p:" + name_ + " " + target);
+    defined_ = WriteControlLine(file_, "p:" + name_ + " " + target, /*append=*/true);
   }
   ~UprobeEvent() { Remove(); }
   bool defined() const { return defined_; }
   bool Remove() {
-    if (defined_ && AppendLine(file_, "-:" + name_)) defined_ = false;
+    if (defined_ && WriteControlLine(file_, "-:" + name_, /*append=*/true)) defined_ = false;
     return !defined_;
   }
 
@@ -78,72 +70,6 @@ class UprobeEvent {
   std::string file_;
   std::string name_;
   bool defined_ = false;
-};
-
-// The stand-in agent as a child process: it runs until its stdin closes.
-class Agent {
- public:
-  explicit Agent(std::vector<std::string> args) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      std::vector<char*> argv{const_cast<char*>(kAgent)};
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(kAgent, argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    stdin_ = in[1];
-    stdout_ = out[0];
-  }
-  ~Agent() {
-    if (Stop() < 0 && pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (stdout_ >= 0) close(stdout_);
-  }
-  bool WaitReady(std::chrono::milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string seen;
-    fcntl(stdout_, F_SETFL, O_NONBLOCK);
-    while (std::chrono::steady_clock::now() < deadline) {
-      char buffer[256];
-      ssize_t n = read(stdout_, buffer, sizeof(buffer));
-      if (n > 0) seen.append(buffer, static_cast<size_t>(n));
-      if (seen.find("ready\n") != std::string::npos) return true;
-      if (n == 0) return false;  // exited
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  // Closes its stdin and waits; its exit status, or -1 if it did not exit within 5 s.
-  int Stop() {
-    if (pid_ <= 0) return -1;
-    if (stdin_ >= 0) {
-      close(stdin_);
-      stdin_ = -1;
-    }
-    for (int i = 0; i < 500; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = 0;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int stdin_ = -1;
-  int stdout_ = -1;
 };
 
 struct Sample {
@@ -212,26 +138,6 @@ std::string DebugfsMounts() {
   return lines;
 }
 
-// kpathd under its own name: a symlink in a temporary directory, removed on destruction.
-class NamedKpathd {
- public:
-  NamedKpathd() {
-    dir_ = std::filesystem::temp_directory_path() / ("kpath-hooks-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    path_ = (dir_ / kKpathdName).string();
-    std::filesystem::create_symlink(KpathdBinary(), path_);
-  }
-  ~NamedKpathd() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::filesystem::path dir_;
-  std::string path_;
-};
-
 }  // namespace
 
 TEST_CASE(
@@ -251,14 +157,14 @@ TEST_CASE(
     UprobeEvent uprobe(tracefs.path(), event, target);
     REQUIRE(uprobe.defined());
 
-    NamedKpathd binary;
+    NamedKpathd binary(kKpathdName);
     KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
                                          "hooks:\n"
                                          "  refresh_interval: 1s\n"
                                          "  bpf_stats: always\n",
                           .binary = binary.path()});
     REQUIRE(kpathd.WaitUntilServing());
-    Agent agent({"--uprobe-event", event});
+    HookAgent agent(kAgent, {"--uprobe-event", event});
     REQUIRE(agent.WaitReady(10s));
 
     // All four within two refreshes.
@@ -349,7 +255,7 @@ TEST_CASE("sampled BPF statistics charge a foreign program's CPU time, labelled 
   std::ifstream sysctl("/proc/sys/kernel/bpf_stats_enabled");
   int stats_on = 0;
   sysctl >> stats_on;
-  NamedKpathd binary;
+  NamedKpathd binary(kKpathdName);
   KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
                                        "hooks:\n"
                                        "  refresh_interval: 1s\n"
@@ -357,7 +263,7 @@ TEST_CASE("sampled BPF statistics charge a foreign program's CPU time, labelled 
                                        "  bpf_stats_slice: 300ms\n",
                         .binary = binary.path()});
   REQUIRE(kpathd.WaitUntilServing());
-  Agent agent({});
+  HookAgent agent(kAgent, {});
   REQUIRE(agent.WaitReady(10s));
   // With the sysctl on, the kernel keeps exact figures and kpathd reports those instead.
   const std::string sampled = stats_on ? "false" : "true";
