@@ -22,6 +22,7 @@
 #include "probes/percpu/percpu_probe.h"
 #include "probes/procfs/interrupts_collector.h"
 #include "probes/procfs/meminfo_collector.h"
+#include "probes/procfs/self_process.h"
 #include "probes/procfs/stat_collector.h"
 #include "probes/slab/slab_collector.h"
 #include "probes/slab/slabinfo_readers_probe.h"
@@ -160,6 +161,9 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
   }
   collectors.push_back(std::make_unique<InterruptsCollector>(paths));
   collectors.push_back(std::make_unique<StatCollector>(paths, sysconf(_SC_CLK_TCK)));
+  // kpathd's own cost (process_*): always its own /proc/self, wherever the host's procfs is.
+  collectors.push_back(std::make_unique<SelfProcessCollector>(
+      "/proc/self", "/proc/stat", sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)));
 
   // Cgroup churn by unit, live and dying cgroups (seed 000).
   collectors.push_back(std::make_unique<DyingCgroupCounter>(paths));
