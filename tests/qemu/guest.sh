@@ -65,11 +65,36 @@ grep -q ' __alloc_percpu_gfp$' /proc/kallsyms && features+=(__alloc_percpu_gfp)
 grep -q ' pcpu_alloc_noprof$' /proc/kallsyms && features+=(pcpu_alloc_noprof)
 say "booted $(uname -r) on $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MiB; has: ${features[*]}"
 
+# The IRQ-off test module (tests/qemu/irqoff_module/, built by the host for this kernel): its
+# file is named to the tests, which fail if it is missing (an insmod that failed). Debian's
+# kernels take an unsigned module (CONFIG_MODULE_SIG without _FORCE, no lockdown without Secure
+# Boot) and mark themselves tainted (O, E), which is fine for a test VM. busybox's insmod and
+# rmmod: the host root may have no kmod.
+irqoff_module_name=kpath_irqoff_fixture
+unload_irqoff_module() {
+  [[ -n "${KPATH_IRQOFF_MODULE:-}" ]] || return 0
+  if busybox rmmod "$irqoff_module_name" 2>/tmp/rmmod.err; then
+    say "module $irqoff_module_name unloaded"
+  else
+    say "module $irqoff_module_name NOT unloaded: $(cat /tmp/rmmod.err)"
+  fi
+}
+if [[ -n "${KPATH_IRQOFF_MODULE:-}" ]]; then
+  export KPATH_IRQOFF_MODULE_FILE=/proc/$irqoff_module_name
+  if busybox insmod "$KPATH_IRQOFF_MODULE" 2>/tmp/insmod.err; then
+    say "module $irqoff_module_name loaded ($KPATH_IRQOFF_MODULE_FILE; kernel tainted $(cat /proc/sys/kernel/tainted): $(dmesg | grep -m1 -o "$irqoff_module_name: .*verification failed.*" || echo 'no signature message'))"
+  else
+    say "module $irqoff_module_name NOT loaded: $(cat /tmp/insmod.err; dmesg | tail -n 3 | tr '\n' ' ')"
+  fi
+fi
+
 if [[ -n "${KPATH_QEMU_COMMAND:-}" ]]; then
   # A command of one's own instead of the tests (investigating a kernel by hand).
   say "running: $KPATH_QEMU_COMMAND"
   (cd /tmp && timeout -k 5 "$KPATH_TEST_TIMEOUT" bash -c "$KPATH_QEMU_COMMAND") 2>&1
-  say "done: command exited $?"
+  rc=$?
+  unload_irqoff_module
+  say "done: command exited $rc"
   exit 0
 fi
 
@@ -133,4 +158,5 @@ for name in "${names[@]}"; do
   # Mechanism notes for the report: what each kpathd said it attached.
   grep -o 'probe [a-z_]*: attached with [^(]*' "$log" | sort -u | sed 's/^/KPATH-NOTE /' | head -20
 done
+unload_irqoff_module
 say "done: $passed passed, $failed failed, $skipped skipped"

@@ -23,6 +23,12 @@
 #   KPATH_QEMU_CGROUP         hybrid (v1 controllers + v2, as the development host) or unified
 #   KPATH_QEMU_VERBOSE=1      echo the whole serial console (and every test's output)
 #   KPATH_QEMU_COMMAND        a shell command to run in the guest instead of the tests
+#
+# The IRQ-off tests need a real IRQ-disabled region, which Debian 12's 6.1 cannot make from BPF
+# (no bpf_local_irq_save kfunc before 6.14): tests/qemu/build-irqoff-module.sh builds a small
+# module that holds a spinlock with IRQs off (tests/qemu/irqoff_module/) from the kernel's own
+# Debian header packages (cached beside the kernel), the guest loads it before the tests, names
+# its file in KPATH_IRQOFF_MODULE_FILE and unloads it after them.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -164,6 +170,7 @@ make_initramfs() {
     echo "KPATH_QEMU_CGROUP=$(quote "${KPATH_QEMU_CGROUP:-hybrid}")"
     echo "KPATH_QEMU_VERBOSE=$(quote "${KPATH_QEMU_VERBOSE:-0}")"
     echo "KPATH_QEMU_COMMAND=$(quote "${KPATH_QEMU_COMMAND:-}")"
+    echo "KPATH_IRQOFF_MODULE=$(quote "$irqoff_module")"
   } >"$root/kpath-guest.env"
   (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out"
 }
@@ -256,6 +263,11 @@ for line in open(sys.argv[2]):
         symbols.append((int(address, 16), name))
 symbols.sort()
 starts = [a for a, _ in symbols]
+if len(symbols) < 1000:
+    # Debian ships a stub System.map (the real one is in the -dbg package). The guest boots
+    # nokaslr, so its /proc/kallsyms names these addresses on any boot of the same kernel
+    # (KPATH_QEMU_COMMAND).
+    print("(System.map has no symbols: name the RIPs from the guest's /proc/kallsyms)")
 def name(address):
     i = bisect.bisect_right(starts, address) - 1
     return f"{symbols[i][1]}+{address - symbols[i][0]:#x}" if i >= 0 else hex(address)
@@ -290,6 +302,25 @@ for flavour in "${flavours[@]}"; do
   mkdir -p "$out_dir"
   console="$out_dir/console.log"
   initrd="$work/initrd-$kver.gz"
+  # The IRQ-off test module for this kernel (tests/qemu/build-irqoff-module.sh): built once per
+  # kernel from Debian's header packages; its tests skip when those cannot be fetched.
+  irqoff_module=""
+  module_started=$SECONDS
+  image_deb=$(ls "$cache/debs/linux-image-$kver-unsigned_"*.deb 2>/dev/null | tail -1 || true)
+  if [[ -z "$image_deb" ]]; then
+    log "irqoff module: SKIP: no kernel package in $cache/debs to take the version of the headers from"
+  else
+    module_status=0
+    irqoff_module=$("$repo/tests/qemu/build-irqoff-module.sh" "$kver" \
+      "$(dpkg-deb -f "$image_deb" Version)" "$cache") || module_status=$?
+    if ((module_status == 0)); then
+      log "irqoff module: ready in $((SECONDS - module_started)) s"
+    else
+      irqoff_module=""
+      # 2: the headers or the compiler cannot be had here (a skip); 1: the module did not build.
+      ((module_status == 2)) || overall_failed=1
+    fi
+  fi
   make_initramfs "$kdir" "$kver" "$flavour" "$initrd"
 
   started=$SECONDS
@@ -339,13 +370,15 @@ for flavour in "${flavours[@]}"; do
       sed -n "$((printed + 1)),${n}p" "$console" | tr -d '\r'
     else
       sed -n "$((printed + 1)),${n}p" "$console" | tr -d '\r' |
-        grep -a -E '^KPATH-(RESULT|GUEST: (running|done|FATAL))' |
+        grep -a -E '^KPATH-(RESULT|GUEST: (running|done|FATAL|module))' |
         sed -E "s/^KPATH-RESULT (PASS|FAIL|SKIP) ([0-9.]+) /$label: \1 \2 s  /; s/^KPATH-GUEST: /$label: /" || true
     fi
     printed=$n
   }
-  # A guest whose console says nothing for longer than a test may take is stuck (a lockup with
-  # interrupts off prints nothing: there is no NMI watchdog without a PMU).
+  # A guest whose tests say nothing for longer than a test may take is stuck (the guest ends a
+  # test at KPATH_QEMU_TEST_TIMEOUT and says so). Only the guest script's own lines count: a
+  # lockup with interrupts off prints nothing (there is no NMI watchdog without a PMU), and a
+  # soft lockup or RCU stall keeps the kernel printing its warnings while nothing progresses.
   stall_limit=$((test_timeout + 60)) last_size=-1 last_change=$SECONDS stalled=0
   while kill -0 "$qemu_pid" 2>/dev/null; do
     stream
@@ -353,7 +386,7 @@ for flavour in "${flavours[@]}"; do
       timed_out=1
       break
     fi
-    size=$(stat -c %s "$console")
+    size=$(grep -a -c '^KPATH-' "$console" || true)
     if ((size != last_size)); then
       last_size=$size last_change=$SECONDS
     elif ((SECONDS - last_change > stall_limit)); then
@@ -364,7 +397,10 @@ for flavour in "${flavours[@]}"; do
   done
   if ((timed_out || stalled)); then
     dump_stalled_guest "$(ls "$kdir"/boot/System.map-* | head -1)" "$out_dir/stalled-vcpus.txt"
-    grep '^vCPU' "$out_dir/stalled-vcpus.txt" | sed "s/^/$label: /" || true
+    grep -E '^(vCPU|\(System.map)' "$out_dir/stalled-vcpus.txt" | sed "s/^/$label: /" || true
+    # What the kernel said about it (soft lockups, RCU stalls), first occurrences.
+    grep -a -E 'BUG: soft lockup|rcu: INFO|self-detected stall|hung_task|Oops|BUG:' "$console" |
+      tr -d '\r' | awk '!seen[$0]++' | head -5 | sed "s/^/$label: kernel: /" || true
   fi
   stream
   stop_guest
@@ -379,7 +415,7 @@ for flavour in "${flavours[@]}"; do
   # Failures with their output, then the mechanism notes.
   if ((fail > 0)); then
     awk '/^KPATH-OUT / { buf = buf "  | " substr($0, 10) "\n"; next }
-         /^KPATH-RESULT FAIL/ { sub(/^KPATH-RESULT FAIL [0-9.]+ /, ""); printf "--- FAIL %s\n%s", $0, buf }
+         /^KPATH-RESULT FAIL/ { sub(/^KPATH-RESULT FAIL [0-9.]+ /, ""); printf "--- FAIL %s\n%s", $0, buf; buf = ""; next }
          /^KPATH-RESULT/ { buf = "" }' "$out_dir/console.txt"
   fi
   grep -a '^KPATH-NOTE ' "$out_dir/console.txt" | sed 's/^KPATH-NOTE //' | awk '!seen[$0]++' |
@@ -390,7 +426,7 @@ for flavour in "${flavours[@]}"; do
     log "$kver: FAIL: timed out after ${overall_timeout} s (running: ${current:-boot})"
     overall_failed=1
   elif ((stalled)); then
-    log "$kver: FAIL: the guest stalled: no console output for ${stall_limit} s (running: ${current:-boot}; vCPUs: $out_dir/stalled-vcpus.txt)"
+    log "$kver: FAIL: the guest stalled: no word from its tests for ${stall_limit} s (running: ${current:-boot}; vCPUs: $out_dir/stalled-vcpus.txt)"
     overall_failed=1
   elif ! grep -q -a '^KPATH-GUEST: done' "$out_dir/console.txt"; then
     log "$kver: FAIL: the guest stopped before finishing (console: $out_dir/console.txt)"
@@ -398,6 +434,10 @@ for flavour in "${flavours[@]}"; do
     overall_failed=1
   fi
   ((fail > 0)) && overall_failed=1
+  if grep -q -a '^KPATH-GUEST: module .* NOT unloaded' "$out_dir/console.txt"; then
+    log "$kver: FAIL: the IRQ-off module did not unload (console: $out_dir/console.txt)"
+    overall_failed=1
+  fi
   if ((pass + fail + skipn == 0)) && [[ -z "${KPATH_QEMU_COMMAND:-}" ]]; then
     log "$kver: FAIL: no test ran (spec $spec)"
     overall_failed=1
