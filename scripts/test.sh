@@ -1,21 +1,56 @@
 #!/usr/bin/env bash
 # Install what is missing, build, and run every test: unit tests (fixtures), integration tests
-# (real kernel and real BPF, as root), golden /metrics and promtool checks.
-# Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments), KPATH_QEMU=1
-# (also run the QEMU kernel matrix, tests/qemu/run.sh: about 5 minutes more).
+# (real kernel and real BPF, as root), golden /metrics and promtool checks; then the same unit
+# daemon-level integration tests against an ASan + UBSan build of kpathd, and every libFuzzer
+# target (the /proc, /sys and config parsers, under ASan + UBSan) for a few seconds.
+# Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments),
+#   KPATH_QEMU=1            also run the QEMU kernel matrix (tests/qemu/run.sh: about 5 minutes)
+#   KPATH_SKIP_SANITIZE=1   skip the sanitizer stage (build-asan: a second build, ~5 minutes)
+#   KPATH_SANITIZE_TESTS    Catch2 spec of integration tests run against the sanitized kpathd
+#   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh --test
 build_dir=${BUILD_DIR:-build}
-# Integration tests start daemons and load BPF programs: run them one at a time.
 status=0
+stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
+
+stage "unit, integration, golden, rules, deploy and e2e tests"
+# Integration tests start daemons and load BPF programs: ctest runs them one at a time.
 ctest --test-dir "$build_dir" --output-on-failure --timeout 300 ${CTEST_ARGS:-} || status=$?
+
+if [[ "${KPATH_SKIP_SANITIZE:-0}" != "1" ]]; then
+  stage "sanitizers: ASan + UBSan kpathd under the daemon-level integration tests"
+  # (The /proc, /sys and config parsers run under ASan + UBSan in the fuzz stage.)
+  asan_dir=${ASAN_BUILD_DIR:-build-asan}
+  cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKPATH_SANITIZE=ON >/dev/null
+  cmake --build "$asan_dir" -j "${JOBS:-$(nproc)}" --target kpathd integration_test
+  # Any report fails the test that caused it: the sanitized process aborts.
+  export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  # The daemon's own code paths: start and stop, scraping, parsing of /proc, /sys and the
+  # configuration (fixture trees, garbled files), reload, the web server, the probes' user-space
+  # halves. (Workload-heavy probe tests run in the main stage.)
+  spec=${KPATH_SANITIZE_TESTS:-'[daemon],[golden],[config],[web],[slab],[hooks],[madvise]'}
+  (cd "$asan_dir" && tests/integration/integration_test "$spec") || status=1
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+else
+  echo "sanitizer stage skipped (KPATH_SKIP_SANITIZE=1)"
+fi
+
+if [[ "${KPATH_SKIP_FUZZ:-0}" != "1" ]]; then
+  stage "fuzz: every libFuzzer target for ${KPATH_FUZZ_SECONDS:-5} s (scripts/fuzz.sh)"
+  scripts/fuzz.sh "${KPATH_FUZZ_SECONDS:-5}" || status=1
+else
+  echo "fuzz stage skipped (KPATH_SKIP_FUZZ=1)"
+fi
+
 # The same real-kernel tests on Debian's 6.1 kernel under QEMU (kprobes, fentry and the pre-6.10
-# percpu allocator, which this kernel lacks). Opt-in until it has run green in CI a few times
-# (its first full runs: 45 of 45 on 6.1 after the percpu fixes it found).
+# percpu allocator, which this kernel lacks).
 if [[ "${KPATH_QEMU:-0}" == "1" ]]; then
+  stage "QEMU kernel matrix (tests/qemu/run.sh)"
   BUILD_DIR="$build_dir" tests/qemu/run.sh || status=1
 else
   echo "QEMU kernel matrix not run (KPATH_QEMU=1 runs it: tests/qemu/run.sh)"
 fi
+stage "done: exit status $status"
 exit "$status"
