@@ -1,6 +1,7 @@
 #include "probes/kernel/host_paths.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,11 +13,18 @@
 namespace kpath {
 
 absl::StatusOr<std::string> ReadFileToString(const std::filesystem::path& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO or device put where a /proc or /sys file belongs (a hostile or broken
+  // --procfs-root tree) must not hang the sampling loop; such a file is refused below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     return absl::Status(absl::ErrnoToStatusCode(err),
                         fmt::format("open {}: {}", path.string(), std::strerror(err)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(fmt::format("read {}: not a regular file", path.string()));
   }
   std::string out;
   char buf[16384];

@@ -1,6 +1,9 @@
 // Kernel feature probing against text and fixture trees captured from real kernels.
 #include "probes/kernel/kernel_features.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -371,3 +374,20 @@ TEST_CASE("LiveKernelFeatures over an empty tree reports what it tried", "[live-
 
 }  // namespace
 }  // namespace kpath
+
+TEST_CASE("ReadFileToString refuses a FIFO or directory at once instead of blocking", "[read]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kpath-read-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  REQUIRE(::mkfifo((dir / "meminfo").c_str(), 0600) == 0);
+  using kpath::ReadFileToString;
+  absl::StatusOr<std::string> fifo = ReadFileToString(dir / "meminfo");
+  absl::StatusOr<std::string> directory = ReadFileToString(dir);
+  fs::remove_all(dir);
+  REQUIRE_FALSE(fifo.ok());
+  CHECK(absl::IsFailedPrecondition(fifo.status()));
+  CHECK_THAT(std::string(fifo.status().message()), Catch::EndsWith("meminfo: not a regular file"));
+  CHECK_FALSE(directory.ok());
+  // A real file still reads.
+  CHECK(ReadFileToString(fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64/proc/meminfo").ok());
+}
