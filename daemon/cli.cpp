@@ -1,5 +1,6 @@
 #include "daemon/cli.h"
 
+#include <filesystem>
 #include <string_view>
 
 #include "fmt/format.h"
@@ -9,7 +10,7 @@ namespace kpath {
 std::string UsageText() {
   return R"(Usage:
   kpathd [--config FILE] [--listen HOST:PORT] [--procfs-root DIR] [--sysfs-root DIR]
-         [--log-level LEVEL]
+         [--log-level LEVEL] [--web.config.file FILE]
   kpathd --check-config FILE
   kpathd diagnose [--duration 30s] [--json] [--config FILE] [--log-level LEVEL]
   kpathd --version
@@ -25,6 +26,10 @@ Options:
   --procfs-root DIR    read /proc from DIR (testing, containers)
   --sysfs-root DIR     read /sys from DIR
   --log-level LEVEL    trace, debug, info, warn, error, critical, off (default info)
+  --web.config.file FILE
+                       TLS and basic authentication for /metrics, in the Prometheus
+                       exporter-toolkit web configuration format (overrides
+                       web.config_file). SIGHUP re-reads it.
   --check-config FILE  validate FILE and exit: 0 if valid, 1 with file:line: reason if not
   diagnose             attach every probe, watch for --duration (default 30s; 1s to 1h), then
                        print what was found, pathology by pathology, with the evidence and the
@@ -74,6 +79,10 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       s = take(o.sysfs_root);
     } else if (name == "--log-level") {
       s = take(o.log_level);
+    } else if (name == "--web.config.file") {
+      s = take(o.web_config_file);
+      // Relative to the directory kpathd was started in, as the flag's user means it.
+      if (s.ok()) o.web_config_file = std::filesystem::absolute(*o.web_config_file).string();
     } else if (name == "--check-config") {
       o.mode = CliOptions::Mode::kCheckConfig;
       s = take(o.config_path);
@@ -118,6 +127,9 @@ absl::Status ApplyCommandLine(const CliOptions& o, Config& config) {
     if (o.procfs_root) yaml += fmt::format("  procfs: {}\n", quoted(*o.procfs_root));
     if (o.sysfs_root) yaml += fmt::format("  sysfs: {}\n", quoted(*o.sysfs_root));
   }
+  if (o.web_config_file) {
+    yaml += fmt::format("web:\n  config_file: {}\n", quoted(*o.web_config_file));
+  }
   if (yaml.empty()) return absl::OkStatus();
   absl::StatusOr<Config> flags = ParseConfig(yaml, "command line");
   if (!flags.ok()) return flags.status();
@@ -125,6 +137,7 @@ absl::Status ApplyCommandLine(const CliOptions& o, Config& config) {
   if (o.log_level) config.log_level = flags->log_level;
   if (o.procfs_root) config.procfs_root = flags->procfs_root;
   if (o.sysfs_root) config.sysfs_root = flags->sysfs_root;
+  if (o.web_config_file) config.web.config_file = flags->web.config_file;
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@ struct CliOptions {
   std::optional<std::string> procfs_root;
   std::optional<std::string> sysfs_root;
   std::optional<std::string> log_level;
+  std::optional<std::string> web_config_file;  // --web.config.file, made absolute
 };
 
 absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args);

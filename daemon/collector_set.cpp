@@ -35,21 +35,47 @@ CollectorSet::CollectorSet(std::vector<std::unique_ptr<Collector>> collectors, B
 CollectorSet::~CollectorSet() { StopAll(); }
 
 void CollectorSet::StartAll() {
-  for (size_t i = 0; i < collectors_.size(); ++i) {
-    Collector& c = *collectors_[i];
-    absl::Status s;
-    try {
-      s = c.Start();
-    } catch (const std::exception& e) {
-      s = absl::InternalError(fmt::format("exception: {}", e.what()));
-    }
-    health_[i].started = s.ok();
-    if (!s.ok()) {
-      health_[i].last_error = std::string(s.message());
-      spdlog::warn("collector {}: start failed, it reports kpath_collector_success 0: {}", c.Name(),
-                   std::string(s.message()));
-    }
+  for (size_t i = 0; i < collectors_.size(); ++i) StartOne(i);
+}
+
+void CollectorSet::StartOne(size_t i) {
+  Collector& c = *collectors_[i];
+  Health& h = health_[i];
+  const bool retry = h.start_attempts > 0;
+  ++h.start_attempts;
+  absl::Status s;
+  try {
+    s = c.Start();
+  } catch (const std::exception& e) {
+    s = absl::InternalError(fmt::format("exception: {}", e.what()));
   }
+  h.started = s.ok();
+  h.consecutive_failures = 0;
+  if (s.ok()) {
+    h.backoff = std::chrono::milliseconds(0);
+    if (retry) spdlog::info("collector {}: started on attempt {}", c.Name(), h.start_attempts);
+    return;
+  }
+  const std::string error(s.message());
+  if (!Retryable(c)) {
+    h.last_error = error;
+    spdlog::warn("collector {}: start failed, it reports kpath_collector_success 0: {}", c.Name(),
+                 error);
+    return;
+  }
+  h.backoff = h.backoff.count() == 0 ? retry_.initial : std::min(h.backoff * 2, retry_.max);
+  h.next_start = std::chrono::steady_clock::now() + h.backoff;
+  // Warn on the first failure and when the reason changes; quieter while it stays the same.
+  if (!retry || error != h.last_error) {
+    spdlog::warn(
+        "collector {}: start failed, it reports kpath_collector_success 0 and is retried in {} "
+        "ms: {}",
+        c.Name(), h.backoff.count(), error);
+  } else {
+    spdlog::debug("collector {}: attempt {} failed, next in {} ms: {}", c.Name(), h.start_attempts,
+                  h.backoff.count(), error);
+  }
+  h.last_error = error;
 }
 
 MetricFamilies CollectorSet::CollectAll() {
@@ -59,6 +85,10 @@ MetricFamilies CollectorSet::CollectAll() {
     Health& h = health_[i];
     MetricFamilies mine;
     auto begin = std::chrono::steady_clock::now();
+    if (!h.started && Retryable(c) && h.start_attempts > 0 &&
+        std::chrono::steady_clock::now() >= h.next_start) {
+      StartOne(i);
+    }
     absl::Status s;
     if (!h.started) {
       s = absl::FailedPreconditionError(h.last_error);
@@ -85,7 +115,16 @@ MetricFamilies CollectorSet::CollectAll() {
         spdlog::warn("collector {}: collection failed: {}", c.Name(), std::string(s.message()));
       }
       h.last_error = std::string(s.message());
+      // A started probe that keeps failing is re-attached: Start replaces what it holds.
+      if (h.started && Retryable(c) && ++h.consecutive_failures >= retry_.failures_before_restart) {
+        spdlog::warn("collector {}: {} collections failed in a row; re-attaching its probes",
+                     c.Name(), h.consecutive_failures);
+        h.started = false;
+        h.backoff = std::chrono::milliseconds(0);
+        h.next_start = std::chrono::steady_clock::now();
+      }
     }
+    if (s.ok()) h.consecutive_failures = 0;
   }
   AppendHealth(out);
   return MergeFamiliesByName(std::move(out));

@@ -3,6 +3,7 @@
 // the collectors produce. A failing collector affects only its own families.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +36,17 @@ class CollectorSet {
   // Applies reloaded label limits to every collector.
   void SetLabelLimits(const LabelLimits& limits);
 
+  // A BPF probe collector whose Start failed (nothing attached: a tracepoint its module has not
+  // brought yet, a transient load error) is started again after `initial`, then after twice as
+  // long each time up to `max`; one whose collections fail `failures_before_restart` times in a
+  // row (a map it can no longer read, a link the kernel dropped) is started again the same way.
+  struct RetryPolicy {
+    std::chrono::milliseconds initial{std::chrono::seconds(5)};
+    std::chrono::milliseconds max{std::chrono::minutes(5)};
+    int failures_before_restart = 3;
+  };
+  void SetRetryPolicy(RetryPolicy policy) { retry_ = policy; }
+
   // "1/1 probes attached; Percpu 1.8 GiB +340 KiB/s; collector meminfo failing"
   std::string StatusLine() const;
   int ProbesAttached() const;
@@ -51,9 +63,17 @@ class CollectorSet {
     bool ever_collected = false;
     double duration_seconds = 0;
     std::string last_error;
+    int consecutive_failures = 0;
+    int start_attempts = 0;
+    std::chrono::steady_clock::time_point next_start;
+    std::chrono::milliseconds backoff{0};
   };
 
   void AppendHealth(MetricFamilies& out) const;
+  // Starts collector i (again); records the outcome and, on failure, when to try next.
+  void StartOne(size_t i);
+  // Collectors with BPF probes are retried; /proc samplers have nothing to attach.
+  static bool Retryable(const Collector& c) { return !c.Probes().empty(); }
   static bool AllProbesExcludedByConfig(const Collector& c);
 
   std::vector<std::unique_ptr<Collector>> collectors_;
@@ -61,6 +81,7 @@ class CollectorSet {
   BuildInfo build_;
   HostPaths paths_;
   bool stopped_ = false;
+  RetryPolicy retry_;
 };
 
 // Joins families of the same name (from different collectors) into one, first HELP wins.

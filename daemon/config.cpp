@@ -31,6 +31,7 @@ struct ProbeMechanisms {
   std::vector<Mechanism> mechanisms;
   // The default of probes.<probe>.mechanisms where it is not all of `mechanisms`.
   std::vector<Mechanism> defaults = {};
+};
 
 const std::vector<ProbeMechanisms>& ProbeTable() {
   static const auto* table = new std::vector<ProbeMechanisms>{
@@ -43,8 +44,10 @@ const std::vector<ProbeMechanisms>& ProbeTable() {
       // preemptirq tracepoints (exact), then perf_event: NMI sampling, else software timers.
       {"irqoff",
        {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint, Mechanism::kPerfEvent}},
+      // The syscall tracepoints only when asked for: they tax every system call of the host.
       {"slabinfo_readers",
        {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint},
+       {Mechanism::kFentry, Mechanism::kKprobe}},
   };
   return *table;
 }
@@ -156,7 +159,7 @@ class ConfigParser {
     absl::Status status = ForEachKey(
         root, "",
         {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "percpu",
-         "madvise", "labels", "bpf", "hooks", "irqoff", "slab", "probes"},
+         "madvise", "labels", "bpf", "hooks", "irqoff", "slab", "probes", "web"},
         [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
           return ParseSetting(key, key_node, value, config);
         });
@@ -183,6 +186,7 @@ class ConfigParser {
     if (key == "hooks") return ParseHooks(key_node, value, config.hooks);
     if (key == "irqoff") return ParseIrqOff(key_node, value, config.irqoff);
     if (key == "slab") return ParseSlab(key_node, value, config.slab);
+    if (key == "web") return ParseWeb(key_node, value, config.web);
     return ParseProbes(key_node, value, config);
   }
 
@@ -469,6 +473,28 @@ class ConfigParser {
                           const YAML::Node& child) -> absl::Status {
                         return ParseInt(child_key, child, KeyPath("madvise", key), 1, 100000000,
                                         config.madvise_storm_calls_per_second);
+                      });
+  }
+
+  absl::Status ParseWeb(const YAML::Node& key_node, const YAML::Node& value,
+                        WebServerConfig& web) const {
+    if (absl::Status status = CheckSection(key_node, value, "web"); !status.ok()) return status;
+    return ForEachKey(value, "web", {"config_file", "max_connections", "request_timeout"},
+                      [&](const std::string& key, const YAML::Node& child_key,
+                          const YAML::Node& child) -> absl::Status {
+                        const std::string path = KeyPath("web", key);
+                        if (key == "max_connections")
+                          return ParseInt(child_key, child, path, 4, 1024, web.max_connections);
+                        if (key == "request_timeout") {
+                          return ParseDuration(child_key, child, path, absl::Milliseconds(100),
+                                               absl::Minutes(5), web.request_timeout);
+                        }
+                        // Empty: no web configuration file.
+                        if (child.IsNull() || (child.IsScalar() && child.Scalar().empty())) {
+                          web.config_file.clear();
+                          return absl::OkStatus();
+                        }
+                        return ParseAbsolutePath(child_key, child, path, web.config_file);
                       });
   }
 
@@ -783,7 +809,17 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view 
   return config;
 }
 
+int SecondYamlDocumentLine(std::string_view text) {
+  return ScanDocuments(text).second_document_line;
+}
+
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadConfigFileText(path);
+  if (!text.ok()) return text.status();
+  return ParseConfig(*text, path);
+}
+
+absl::StatusOr<std::string> ReadConfigFileText(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
@@ -825,7 +861,7 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
           path, ": larger than ", kMaxConfigFileBytes / 1024, " KiB; is this the config file?"));
     }
   }
-  return ParseConfig(text, path);
+  return text;
 }
 
 }  // namespace kpath

@@ -24,6 +24,19 @@ struct ProbeConfig {
   bool operator==(const ProbeConfig&) const = default;
 };
 
+// The /metrics HTTP server (civetweb), see README "Securing /metrics".
+struct WebServerConfig {
+  // exporter-toolkit web configuration (TLS, basic auth; daemon/web_config.h). Empty: plain
+  // HTTP without authentication.
+  std::string config_file;
+  // Connections served at once, one civetweb thread each. An idle or slow client holds one until
+  // request_timeout, so this many idle connections are needed to delay a scrape at all.
+  int max_connections = 128;
+  // Longest a client may take to send its request (headers included) or to take the response.
+  absl::Duration request_timeout = absl::Seconds(5);
+  bool operator==(const WebServerConfig&) const = default;
+};
+
 struct Config {
   // host:port for /metrics. 9477: outside node_exporter's 9100 (see README, "Port").
   std::string listen_address = "0.0.0.0:9477";
@@ -44,6 +57,7 @@ struct Config {
   IrqOffConfig irqoff;      // IRQ-disabled regions (seeds 001, 004)
   SlabConfig slab;          // slab cache sizes (seed 001)
   std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults
+  WebServerConfig web;
 
   // The probe's settings, or the defaults when the file does not mention it.
   ProbeConfig Probe(std::string_view name) const;
@@ -68,5 +82,12 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view 
 
 // Reads and parses a file; a missing or unreadable file is an error naming the path.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// A configuration file's text (kpathd.yaml, the web configuration): a missing, unreadable,
+// world-writable or over-large file is an error naming the path.
+absl::StatusOr<std::string> ReadConfigFileText(const std::string& path);
+
+// The 1-based line where a second YAML document starts in `text`, or 0 if there is none.
+int SecondYamlDocumentLine(std::string_view text);
 
 }  // namespace kpath

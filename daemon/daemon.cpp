@@ -1,16 +1,18 @@
 #include "daemon/daemon.h"
 
-#include <netdb.h>
+#include <linux/capability.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-#include <atomic>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
+#include "daemon/least_privilege.h"
+#include "daemon/metrics_server.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn_probe.h"
 #include "probes/cgroups/dying_cgroup_counter.h"
@@ -26,7 +28,6 @@
 #include "probes/procfs/stat_collector.h"
 #include "probes/slab/slab_collector.h"
 #include "probes/slab/slabinfo_readers_probe.h"
-#include "prometheus/exposer.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -42,36 +43,26 @@ sigset_t DaemonSignals() {
   return set;
 }
 
-// civetweb's master thread notices a stop only when its poll() on the listening socket returns,
-// which can take its whole timeout quantum (2 s). Connecting to our own port wakes it at once.
-void StopExposer(std::unique_ptr<prometheus::Exposer> exposer, const std::string& listen) {
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
-  if (host == "[::]") host = "::1";
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  std::vector<int> ports = exposer->GetListeningPorts();
-  std::atomic<bool> stopped{false};
-  std::thread waker([&] {
-    while (!stopped.load()) {
-      for (int port : ports) {
-        addrinfo hints{};
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-        addrinfo* res = nullptr;
-        if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) continue;
-        int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0) {
-          connect(fd, res->ai_addr, res->ai_addrlen);
-          close(fd);
-        }
-        freeaddrinfo(res);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  exposer.reset();
-  stopped.store(true);
-  waker.join();
+// Mount ids of the tracefs and debugfs mounts this process sees (/proc/self/mountinfo).
+std::set<int> TracingMountIds() {
+  std::set<int> ids;
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    // "<id> <parent> <major:minor> <root> <mount point> <options> [<optional>...] - <type> ..."
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream type(line.substr(dash + 3));
+    std::string fstype;
+    type >> fstype;
+    if (fstype == "tracefs" || fstype == "debugfs") ids.insert(std::atoi(line.c_str()));
+  }
+  return ids;
+}
+
+// civetweb's threads need no capability, but to bind a port below 1024.
+CapabilitySet WebThreadCapabilities(const std::string& listen_address) {
+  const int port = std::atoi(listen_address.substr(listen_address.rfind(':') + 1).c_str());
+  return port < 1024 ? CapabilitySet::Of({CAP_NET_BIND_SERVICE}) : CapabilitySet();
 }
 
 std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
@@ -207,24 +198,28 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
 }
 
 int Daemon::Run() {
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", config_.listen_address, "num_threads", "4",
-                                 "request_timeout_ms", "10000"});
-  } catch (const std::exception& e) {
-    spdlog::critical("cannot listen on {}: {} (address in use, or not an address of this host?)",
-                     config_.listen_address, e.what());
-    return 1;
+  // civetweb's threads start from a thread without capabilities: a flaw in its HTTP or TLS code
+  // would reach uid 0 with none of kpathd's privileges.
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server = RunOnThreadLimitedTo(
+      WebThreadCapabilities(config_.listen_address),
+      [&] { return MetricsServer::Start(config_.listen_address, config_.web, snapshot_); });
+  if (!server.ok()) {
+    spdlog::critical("{}", std::string(server.status().message()));
+    return server.status().code() == absl::StatusCode::kUnavailable ? 1 : 2;
   }
-  exposer->RegisterCollectable(snapshot_, "/metrics");
+  metrics_server_ = *std::move(server);
+  spdlog::info("/metrics: {}", metrics_server_->SecuritySummary());
 
+  const std::set<int> tracing_mounts = TracingMountIds();
   collectors_ = BuildCollectors();
   collectors_->StartAll();
+  // Every probe is loaded: the BTF that chose their mechanisms is not needed until a restart.
+  if (auto* live = dynamic_cast<LiveKernelFeatures*>(kernel_.get())) live->ReleaseBtf();
   snapshot_->Publish(collectors_->CollectAll());
+  DropToSteadyState(SteadyWork(tracing_mounts));
   std::string status = collectors_->StatusLine();
   notifier_.Ready(status);
-  spdlog::info("ready, serving http://{}/metrics: {}", config_.listen_address, status);
+  spdlog::info("ready, serving {}: {}", metrics_server_->Url(), status);
 
   std::thread sampler([this] { SamplerLoop(); });
 
@@ -250,14 +245,45 @@ int Daemon::Run() {
   sampler.join();
   // Probes first: nothing of kpathd's stays attached however long the HTTP side takes.
   collectors_->StopAll();
-  StopExposer(std::move(exposer), config_.listen_address);
+  metrics_server_.reset();
   spdlog::info("stopped");
   return 0;
 }
 
+SteadyStateWork Daemon::SteadyWork(const std::set<int>& tracing_mounts_before) const {
+  SteadyStateWork work;
+  for (const ProbeState& probe : collectors_->ProbeStates()) {
+    // CollectorSet retries a BPF probe that did not attach, and restarts one that fails.
+    work.reattaches_probes |= !probe.excluded_by_config;
+    if (probe.mechanism == Mechanism::kNone) continue;
+    work.bpf_maps = true;
+    if (probe.probe == PercpuAllocProbe::kName || probe.probe == IrqOffProbe::kName) {
+      work.names_kernel_addresses = true;
+    }
+    if (probe.probe == IrqOffProbe::kName && probe.mechanism == Mechanism::kPerfEvent) {
+      work.perf_event_timers = true;
+    }
+  }
+  work.kallsyms_path = HostPaths(config_.procfs_root, config_.sysfs_root).Proc("kallsyms").string();
+  work.foreign_bpf_inventory = config_.hooks.enabled && config_.bpf_enabled;
+  for (int id : TracingMountIds()) work.mounted_tracing_fs |= !tracing_mounts_before.contains(id);
+  return work;
+}
+
 void Daemon::Reload() {
   if (!cli_.config_path) {
-    spdlog::info("SIGHUP: running on built-in defaults (no --config), nothing to reload");
+    if (config_.web.config_file.empty()) {
+      spdlog::info("SIGHUP: running on built-in defaults (no --config), nothing to reload");
+      return;
+    }
+    notifier_.Reloading();
+    if (absl::Status web = metrics_server_->Reload(config_.web); !web.ok()) {
+      spdlog::error("SIGHUP: web configuration refused, the running one stays in force: {}",
+                    std::string(web.message()));
+    } else {
+      spdlog::info("SIGHUP: web configuration reloaded from {}", config_.web.config_file);
+    }
+    notifier_.ReloadDone(collectors_->StatusLine());
     return;
   }
   notifier_.Reloading();
@@ -274,6 +300,18 @@ void Daemon::Reload() {
     if (changed) spdlog::warn("SIGHUP: {} changed; it takes effect on restart", key);
   };
   restart_only(next->listen_address != config_.listen_address, "listen_address");
+  restart_only(next->web.max_connections != config_.web.max_connections ||
+                   next->web.request_timeout != config_.web.request_timeout,
+               "web.max_connections and web.request_timeout");
+  next->web.max_connections = config_.web.max_connections;
+  next->web.request_timeout = config_.web.request_timeout;
+  // The web configuration file is re-read; refused with the rest if it does not validate.
+  if (absl::Status web = metrics_server_->Reload(next->web); !web.ok()) {
+    spdlog::error("SIGHUP: configuration refused, the running one stays in force: {}",
+                  std::string(web.message()));
+    notifier_.ReloadDone(collectors_->StatusLine());
+    return;
+  }
   restart_only(next->procfs_root != config_.procfs_root || next->sysfs_root != config_.sysfs_root,
                "paths");
   restart_only(next->bpf_enabled != config_.bpf_enabled, "bpf.enabled");

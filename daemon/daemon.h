@@ -6,10 +6,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "daemon/cli.h"
 #include "daemon/collector_set.h"
 #include "daemon/config.h"
+#include "daemon/least_privilege.h"
 #include "daemon/snapshot.h"
 #include "daemon/systemd_notify.h"
 #include "probes/kernel/kernel_features.h"
@@ -20,6 +22,7 @@ class MeminfoCollector;
 class MadviseProbe;
 class CgroupChurnProbe;
 class SlabCollector;
+class MetricsServer;
 
 class Daemon {
  public:
@@ -35,6 +38,8 @@ class Daemon {
  private:
   void SamplerLoop();
   void Reload();
+  // What the daemon goes on doing once started, for the capabilities it keeps.
+  SteadyStateWork SteadyWork(const std::set<int>& tracing_mounts_before) const;
 
   CliOptions cli_;
   Config config_;  // as running; only the main thread changes it
@@ -42,6 +47,7 @@ class Daemon {
   std::shared_ptr<Snapshot> snapshot_ = std::make_shared<Snapshot>();
   std::unique_ptr<KernelFeatures> kernel_;
   std::unique_ptr<CollectorSet> collectors_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   MeminfoCollector* meminfo_ = nullptr;       // owned by collectors_
   CgroupChurnProbe* cgroup_churn_ = nullptr;  // owned by collectors_; null when not built
   MadviseProbe* madvise_ = nullptr;           // owned by collectors_; null when the probe is off

@@ -14,6 +14,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "probes/kernel/kernel_symbolizer.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -447,6 +448,13 @@ std::optional<std::string> KallsymsIndex::Symbolize(uint64_t address) const {
 LiveKernelFeatures::LiveKernelFeatures(HostPaths paths, bool may_mount)
     : paths_(std::move(paths)), may_mount_(may_mount) {}
 
+void LiveKernelFeatures::ReleaseBtf() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (btf_ != nullptr) btf__free(btf_);
+  btf_ = nullptr;
+  btf_tried_ = false;
+}
+
 LiveKernelFeatures::~LiveKernelFeatures() {
   if (btf_ != nullptr) btf__free(btf_);
   if (!mounted_tracefs_.empty()) {
@@ -610,7 +618,8 @@ absl::StatusOr<TracepointFormat> LiveKernelFeatures::Tracepoint(std::string_view
     result =
         absl::InvalidArgumentError(absl::StrCat(path.string(), ": ", result.status().message()));
   }
-  formats_.emplace(std::move(key), result);
+  // A missing event is asked again next time: a module loaded later may bring it (probe retry).
+  if (!absl::IsNotFound(result.status())) formats_.emplace(std::move(key), result);
   return result;
 }
 
@@ -684,22 +693,19 @@ std::shared_ptr<const KallsymsIndex> LiveKernelFeatures::KallsymsLocked() {
   if (kallsyms_tried_) return kallsyms_;
   kallsyms_tried_ = true;
   std::filesystem::path path = paths_.Proc("kallsyms");
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  if (!text.ok()) {
-    spdlog::warn("kallsyms unavailable: {}", std::string(text.status().message()));
-    return nullptr;
-  }
-  absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(*text);
+  // One copy for the process: the percpu probe's symbolizer shares it (SharedKallsymsIndex).
+  absl::StatusOr<std::string> modules = ReadFileToString(paths_.Proc("modules"));
+  absl::StatusOr<std::shared_ptr<const KallsymsIndex>> index =
+      SharedKallsymsIndex(paths_, modules.ok() ? *modules : std::string());
   if (!index.ok()) {
-    spdlog::warn("kallsyms unavailable: {}: {}", path.string(),
-                 std::string(index.status().message()));
+    spdlog::warn("kallsyms unavailable: {}", std::string(index.status().message()));
     return nullptr;
   }
-  if (index->AddressesHidden()) {
+  if ((*index)->AddressesHidden()) {
     spdlog::info("{}: addresses hidden (kptr_restrict); names only, no symbolization",
                  path.string());
   }
-  kallsyms_ = std::make_shared<const KallsymsIndex>(*std::move(index));
+  kallsyms_ = *std::move(index);
   return kallsyms_;
 }
 

@@ -148,6 +148,9 @@ class LiveKernelFeatures final : public KernelFeatures {
   absl::Status KprobesAvailable() override;
   int PossibleCpus() override;
   std::shared_ptr<const KallsymsIndex> Kallsyms() override;
+  // Frees the parsed vmlinux BTF (~6 MB resident), for when every probe is loaded; a later
+  // question parses it again.
+  void ReleaseBtf();
 
  private:
   // The *Locked helpers expect mu_ to be held.

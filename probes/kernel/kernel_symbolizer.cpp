@@ -1,5 +1,8 @@
 #include "probes/kernel/kernel_symbolizer.h"
 
+#include <map>
+#include <mutex>
+
 #include "fmt/format.h"
 
 namespace kpath {
@@ -16,20 +19,41 @@ bool IsLinkerMarkerSymbol(std::string_view name) {
   return name.ends_with("_text_end") || name.ends_with("_text_start") || name == "_end";
 }
 
+absl::StatusOr<std::shared_ptr<const KallsymsIndex>> SharedKallsymsIndex(
+    const HostPaths& paths, const std::string& modules) {
+  struct Parsed {
+    std::string modules;
+    std::weak_ptr<const KallsymsIndex> index;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Parsed> by_path;
+  const std::filesystem::path path = paths.Proc("kallsyms");
+  std::lock_guard<std::mutex> lock(mu);
+  Parsed& parsed = by_path[path.string()];
+  if (std::shared_ptr<const KallsymsIndex> held = parsed.index.lock();
+      held && parsed.modules == modules) {
+    return held;
+  }
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(*text);
+  if (!index.ok()) {
+    return absl::Status(index.status().code(), fmt::format("{}: {}", path.string(),
+                                                           std::string(index.status().message())));
+  }
+  auto shared = std::make_shared<const KallsymsIndex>(*std::move(index));
+  parsed = {modules, shared};
+  return shared;
+}
+
 absl::Status KernelSymbolizer::Refresh() {
   // Without module support the file is absent: the kernel's symbols never change then.
   absl::StatusOr<std::string> modules = ReadFileToString(paths_.Proc("modules"));
   std::string current = modules.ok() ? *modules : std::string();
   if (index_ && current == modules_) return absl::OkStatus();
-  absl::StatusOr<std::string> text = ReadFileToString(paths_.Proc("kallsyms"));
-  if (!text.ok()) return text.status();
-  absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(*text);
-  if (!index.ok()) {
-    return absl::Status(index.status().code(),
-                        fmt::format("{}: {}", paths_.Proc("kallsyms").string(),
-                                    std::string(index.status().message())));
-  }
-  index_ = std::make_shared<const KallsymsIndex>(*std::move(index));
+  absl::StatusOr<std::shared_ptr<const KallsymsIndex>> index = SharedKallsymsIndex(paths_, current);
+  if (!index.ok()) return index.status();
+  index_ = *std::move(index);
   modules_ = std::move(current);
   memo_.clear();
   ++reloads_;

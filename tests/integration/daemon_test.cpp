@@ -278,3 +278,37 @@ TEST_CASE("kpathd --version prints the version; an unknown argument exits 2", "[
   CHECK(bad.status == 2);
   CHECK(bad.output.find("unknown argument \"--no-such-flag\"") != std::string::npos);
 }
+
+TEST_CASE("kill -9 leaves no BPF program or pin behind, and a restart attaches cleanly",
+          "[daemon][signals]") {
+  REQUIRE(IsRoot());
+  KpathdProcess first({});
+  REQUIRE(first.WaitUntilServing());
+  const std::set<int> held = ProgramIdsHeldBy(first.pid());
+  REQUIRE(!held.empty());
+  const double attached = SumMetric(*first.Scrape(), "kpath_probe_attached");
+  REQUIRE(attached > 0);
+
+  first.Signal(SIGKILL);
+  REQUIRE(first.WaitExit(5s) == 128 + SIGKILL);
+  // Nothing is pinned or held elsewhere: the kernel frees every program once kpathd's
+  // descriptors close with it (after an RCU grace period).
+  std::set<int> left;
+  for (int i = 0; i < 40; ++i) {
+    left.clear();
+    for (int id : ProgramIdsListedByBpftool()) {
+      if (held.count(id)) left.insert(id);
+    }
+    if (left.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  INFO(left.size() << " of kpathd's " << held.size() << " programs still loaded after kill -9");
+  CHECK(left.empty());
+  CommandResult pins = RunCommand("find /sys/fs/bpf -iname '*kpath*' 2>/dev/null");
+  CHECK(pins.output.empty());
+
+  KpathdProcess second({});
+  REQUIRE(second.WaitUntilServing());
+  CHECK(SumMetric(*second.Scrape(), "kpath_probe_attached") == attached);
+  CHECK(!ProgramIdsHeldBy(second.pid()).empty());
+}

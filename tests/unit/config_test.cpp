@@ -165,7 +165,11 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "probes.irqoff.mechanisms",
                                           "probes.slabinfo_readers",
                                           "probes.slabinfo_readers.enabled",
-                                          "probes.slabinfo_readers.mechanisms"};
+                                          "probes.slabinfo_readers.mechanisms",
+                                          "web",
+                                          "web.config_file",
+                                          "web.max_connections",
+                                          "web.request_timeout"};
   CHECK(keys == expected);
 }
 
@@ -180,6 +184,29 @@ TEST_CASE("the default settings are the documented ones") {
   CHECK(config.labels == LabelLimits{20, 20, 30});
   CHECK(config.bpf_enabled);
   CHECK(config.probes.empty());
+  CHECK(config.web.config_file.empty());
+  CHECK(config.web.max_connections == 128);
+  CHECK(config.web.request_timeout == absl::Seconds(5));
+}
+
+TEST_CASE("the web section: web configuration file, connection limits, request timeout") {
+  const Config config = Parse(
+      "web:\n  config_file: /etc/kpathd/web.yml\n  max_connections: 16\n  request_timeout: "
+      "2s\n");
+  CHECK(config.web.config_file == "/etc/kpathd/web.yml");
+  CHECK(config.web.max_connections == 16);
+  CHECK(config.web.request_timeout == absl::Seconds(2));
+  CHECK(Parse("web:\n  config_file: \"\"\n") == Config{});
+  CHECK(Parse("web:\n  config_file:\n") == Config{});
+  CHECK(ErrorOf("web:\n  config_file: web.yml\n") ==
+        "kpathd.yaml:2: web.config_file: expected an absolute path, got \"web.yml\"");
+  CHECK(ErrorOf("web:\n  max_connections: 2\n") ==
+        "kpathd.yaml:2: web.max_connections: must be from 4 to 1024, got 2");
+  CHECK(ErrorOf("web:\n  request_timeout: 10m\n") ==
+        "kpathd.yaml:2: web.request_timeout: must be from 100ms to 5m, got 10m");
+  CHECK_THAT(ErrorOf("web:\n  tls: on\n"),
+             StartsWith("kpathd.yaml:2: unknown key \"tls\" in \"web\" (valid: config_file, "
+                        "max_connections, request_timeout)"));
 }
 
 TEST_CASE("an empty, comment-only or null document gives the defaults") {
@@ -232,7 +259,7 @@ TEST_CASE("an unknown top-level key is an error naming file, line and key") {
   CHECK(ErrorOf("log_level: info\nsampling_interval: 5s\nno_such_key: 1\n") ==
         "kpathd.yaml:3: unknown key \"no_such_key\" (valid: listen_address, log_level, "
         "sampling_interval, paths, meminfo, percpu, madvise, labels, bpf, hooks, irqoff, slab, "
-        "probes)");
+        "probes, web)");
 }
 
 TEST_CASE("an unknown nested key is an error naming its section and the valid keys") {

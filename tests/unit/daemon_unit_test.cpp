@@ -1,5 +1,6 @@
 // The daemon's parts that need no kernel: command line, collector isolation, status line.
 #include <catch2/catch.hpp>
+#include <thread>
 
 #include "daemon/cli.h"
 #include "daemon/collector_set.h"
@@ -19,11 +20,24 @@ class FakeCollector final : public Collector {
   FakeCollector(std::string name, absl::Status start, absl::Status collect)
       : name_(std::move(name)), start_(start), collect_(collect) {}
   std::string_view Name() const override { return name_; }
-  absl::Status Start() override { return start_; }
+  absl::Status Start() override {
+    ++starts;
+    if (!start_sequence.empty()) {
+      absl::Status s = start_sequence.front();
+      start_sequence.erase(start_sequence.begin());
+      return s;
+    }
+    return start_;
+  }
   absl::Status Collect(MetricFamilies& out) override {
     // A failing collector may have appended half its families: they must not reach the scrape.
     Gauge("kpath_fake_" + name_, "Fake.").Add(1).AppendTo(out);
     if (throws) throw std::runtime_error("boom");
+    if (!collect_sequence.empty()) {
+      absl::Status s = collect_sequence.front();
+      collect_sequence.erase(collect_sequence.begin());
+      return s;
+    }
     return collect_;
   }
   std::vector<ProbeState> Probes() const override { return probes; }
@@ -32,6 +46,10 @@ class FakeCollector final : public Collector {
   std::vector<ProbeState> probes;
   std::string fragment;
   bool throws = false;
+  // Results of the next calls, in order, before falling back to the constructor's.
+  std::vector<absl::Status> start_sequence;
+  std::vector<absl::Status> collect_sequence;
+  int starts = 0;
 
  private:
   std::string name_;
@@ -150,4 +168,71 @@ TEST_CASE("a snapshot serves the last published families to every scraper", "[sn
   CHECK(snapshot.Collect().size() == 1);
   snapshot.Publish({});
   CHECK(snapshot.Collect().empty());
+}
+
+TEST_CASE("a probe collector that fails to start is retried with backoff until it attaches",
+          "[collector-set][retry]") {
+  auto probe = std::make_unique<FakeCollector>("probe", absl::OkStatus(), absl::OkStatus());
+  probe->probes = {{"p", Mechanism::kTracepoint, ""}};
+  probe->start_sequence = {absl::NotFoundError("tracepoint m:e not found"),
+                           absl::NotFoundError("tracepoint m:e not found")};
+  FakeCollector* fake = probe.get();
+  // A /proc sampler that fails to start is not retried: nothing of it can appear later.
+  auto sampler =
+      std::make_unique<FakeCollector>("sampler", absl::NotFoundError("no file"), absl::OkStatus());
+  FakeCollector* fake_sampler = sampler.get();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::move(probe));
+  collectors.push_back(std::move(sampler));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.SetRetryPolicy({.initial = std::chrono::milliseconds(30),
+                      .max = std::chrono::milliseconds(60),
+                      .failures_before_restart = 3});
+  set.StartAll();
+  CHECK(fake->starts == 1);
+  MetricFamilies out = set.CollectAll();  // before the backoff: not retried yet
+  CHECK(fake->starts == 1);
+  CHECK(Sample(out, "kpath_collector_success", "probe") == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  out = set.CollectAll();  // second attempt, fails; next in 60 ms
+  CHECK(fake->starts == 2);
+  CHECK(Sample(out, "kpath_collector_success", "probe") == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  set.CollectAll();  // within the doubled backoff
+  CHECK(fake->starts == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  out = set.CollectAll();  // third attempt attaches and collects in the same pass
+  CHECK(fake->starts == 3);
+  CHECK(Sample(out, "kpath_collector_success", "probe") == 1);
+  CHECK(HasFamily(out, "kpath_fake_probe"));
+  CHECK(fake_sampler->starts == 1);
+  CHECK(Sample(out, "kpath_collector_success", "sampler") == 0);
+}
+
+TEST_CASE("a started probe collector failing three collections in a row is re-attached",
+          "[collector-set][retry]") {
+  auto probe = std::make_unique<FakeCollector>("probe", absl::OkStatus(), absl::OkStatus());
+  probe->probes = {{"p", Mechanism::kTpBtf, ""}};
+  probe->collect_sequence = {absl::OkStatus(),
+                             absl::DataLossError("map read"),
+                             absl::DataLossError("map read"),
+                             absl::OkStatus(),
+                             absl::DataLossError("map read"),
+                             absl::DataLossError("map read"),
+                             absl::DataLossError("map read")};
+  FakeCollector* fake = probe.get();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::move(probe));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.SetRetryPolicy({.initial = std::chrono::milliseconds(0),
+                      .max = std::chrono::milliseconds(0),
+                      .failures_before_restart = 3});
+  set.StartAll();
+  for (int i = 0; i < 4; ++i) set.CollectAll();  // ok, fail, fail, ok: the count starts over
+  CHECK(fake->starts == 1);
+  for (int i = 0; i < 3; ++i) set.CollectAll();  // three failures in a row
+  CHECK(fake->starts == 1);
+  MetricFamilies out = set.CollectAll();  // re-attached, then collects
+  CHECK(fake->starts == 2);
+  CHECK(Sample(out, "kpath_collector_success", "probe") == 1);
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "probes/kernel/host_paths.h"
+#include "probes/kernel/kernel_symbolizer.h"
 
 namespace kpath {
 namespace {
@@ -272,6 +273,27 @@ TEST_CASE("kallsyms fixture from 6.18 resolves real clone names", "[kallsyms]") 
   CHECK(index->ResolveFunction("ftrace_trampoline") == "ftrace_trampoline");  // [module] line
   // 6.18 without CONFIG_KALLSYMS_ALL lists no __tracepoint_ data, but __traceiter_ functions.
   CHECK(index->HasTracepoint("percpu_alloc_percpu"));
+}
+
+TEST_CASE("one kallsyms index is shared while held and parsed anew when modules change",
+          "[kallsyms]") {
+  HostPaths paths((kLinux618 / "proc").string(), (kLinux618 / "sys").string());
+  auto first = SharedKallsymsIndex(paths, "");
+  auto second = SharedKallsymsIndex(paths, "");
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  CHECK(first->get() == second->get());
+  // The kernel-feature cache takes the same copy (the fixture has no /proc/modules).
+  LiveKernelFeatures features(paths, /*may_mount=*/false);
+  CHECK(features.Kallsyms().get() == first->get());
+
+  auto after_module = SharedKallsymsIndex(paths, "ext4 1085440 1 - Live 0x0000000000000000\n");
+  REQUIRE(after_module.ok());
+  CHECK(after_module->get() != first->get());
+  CHECK((*after_module)->ResolveFunction("pcpu_alloc_noprof") == "pcpu_alloc_noprof");
+
+  auto missing = SharedKallsymsIndex(HostPaths("/nonexistent/proc", "/nonexistent/sys"), "");
+  CHECK_FALSE(missing.ok());
 }
 
 TEST_CASE("kallsyms parses 200k lines quickly", "[kallsyms][perf]") {

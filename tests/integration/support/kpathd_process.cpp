@@ -59,20 +59,28 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-std::optional<HttpResponse> HttpGet(int port, const std::string& path,
-                                    std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+int ConnectLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::nullopt;
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
-    return std::nullopt;
+    return -1;
   }
-  std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  return fd;
+}
+
+std::optional<HttpResponse> HttpGet(int port, const std::string& path,
+                                    std::chrono::milliseconds timeout,
+                                    const std::string& extra_headers) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int fd = ConnectLoopback(port);
+  if (fd < 0) return std::nullopt;
+  std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
+                        extra_headers + "\r\n";
   if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     close(fd);
@@ -118,6 +126,7 @@ std::optional<HttpResponse> HttpGet(int port, const std::string& path,
     }
     body = decoded;
   }
+  r.headers = std::move(headers);
   r.body = std::move(body);
   return r;
 }

@@ -16,13 +16,19 @@ namespace kpath::testing {
 // A free TCP port on 127.0.0.1 (bound and released; the kernel does not hand it out again soon).
 int FreePort();
 
-// GET http://127.0.0.1:port/path; nullopt on connection failure or timeout.
+// A TCP connection to 127.0.0.1:port (blocking, close-on-exec); -1 if it cannot be made.
+int ConnectLoopback(int port);
+
+// GET http://127.0.0.1:port/path; nullopt on connection failure or timeout. `extra_headers`:
+// more request header lines, each ending in "\r\n".
 struct HttpResponse {
   int status = 0;
+  std::string headers;  // the status line and header lines
   std::string body;
 };
 std::optional<HttpResponse> HttpGet(int port, const std::string& path,
-                                    std::chrono::milliseconds timeout = std::chrono::seconds(5));
+                                    std::chrono::milliseconds timeout = std::chrono::seconds(5),
+                                    const std::string& extra_headers = "");
 
 // An AF_UNIX datagram socket at a temporary path, as systemd's notify socket.
 class NotifySocket {

@@ -1,0 +1,453 @@
+// /metrics under load and attack, with basic auth and with TLS: the real kpathd, real HTTP (and
+// curl for TLS) on loopback. Figures (latencies, counts) are printed on stdout as "[web] ...".
+#include <crypt.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "support/kpathd_process.h"
+#include "support/temp_dir.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A TCP connection to 127.0.0.1:port that the test drives byte by byte.
+class Connection {
+ public:
+  explicit Connection(int port) : fd_(ConnectLoopback(port)) {}
+  ~Connection() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  bool connected() const { return fd_ >= 0; }
+  bool Send(std::string_view data) {
+    return send(fd_, data.data(), data.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(data.size());
+  }
+  // Whether the server has closed (or reset) the connection: polls without blocking.
+  bool ClosedByServer() {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    char byte;
+    return recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+  }
+  // Everything until the server closes, or until `timeout`.
+  std::string ReadToClose(std::chrono::milliseconds timeout) {
+    std::string data;
+    const auto deadline = Clock::now() + timeout;
+    char buffer[65536];
+    while (Clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      data.append(buffer, static_cast<size_t>(n));
+    }
+    return data;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string Request(const std::string& extra_headers = "") {
+  return "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra_headers +
+         "\r\n";
+}
+
+// A whole response: a 200 with as many body bytes as its Content-Length, and the build info.
+bool CompleteScrape(const std::string& raw) {
+  const size_t length = raw.find("\r\nContent-Length: ");
+  const size_t body = raw.find("\r\n\r\n");
+  if (!raw.starts_with("HTTP/1.1 200") || length == std::string::npos ||
+      body == std::string::npos) {
+    return false;
+  }
+  return std::strtoul(raw.c_str() + length + 18, nullptr, 10) == raw.size() - body - 4 &&
+         raw.find("kpath_build_info") != std::string::npos;
+}
+
+bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return false;
+}
+
+std::string BcryptHash(const std::string& password) {
+  char setting[CRYPT_GENSALT_OUTPUT_SIZE];
+  REQUIRE(crypt_gensalt_rn("$2y$", 10, nullptr, 0, setting, sizeof(setting)));
+  crypt_data data{};
+  return crypt_r(password.c_str(), setting, &data);
+}
+
+std::string BasicAuth(const std::string& user, const std::string& password) {
+  return "Authorization: Basic " + absl::Base64Escape(user + ":" + password) + "\r\n";
+}
+
+std::string Openssl(const std::string& args) {
+  CommandResult r = RunCommand("openssl " + args);
+  INFO("openssl " << args << "\n" << r.output);
+  REQUIRE(r.status == 0);
+  return r.output;
+}
+
+// A CA, a server certificate for 127.0.0.1 signed by it, a client certificate signed by it, and
+// a self-signed client certificate no CA vouches for: `<name>.crt` and `<name>.key` in `dir`.
+void MakeCertificates(const TempDir& dir) {
+  auto key = [&](const std::string& name) {
+    Openssl("genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out " + dir / (name + ".key"));
+  };
+  key("ca");
+  Openssl("req -x509 -new -key " + dir / "ca.key" + " -subj /CN=kpath-test-ca -days 1 -out " +
+          dir / "ca.crt");
+  auto signed_by_ca = [&](const std::string& name, const std::string& ext) {
+    key(name);
+    Openssl("req -new -key " + dir / (name + ".key") + " -subj /CN=" + name + " -out " +
+            dir / (name + ".csr"));
+    dir.Write(name + ".ext", ext);
+    Openssl("x509 -req -in " + dir / (name + ".csr") + " -CA " + dir / "ca.crt" + " -CAkey " +
+            dir / "ca.key" + " -CAcreateserial -days 1 -extfile " + dir / (name + ".ext") +
+            " -out " + dir / (name + ".crt"));
+  };
+  signed_by_ca("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
+  signed_by_ca("client", "extendedKeyUsage=clientAuth\n");
+  key("rogue");
+  Openssl("req -x509 -new -key " + dir / "rogue.key" + " -subj /CN=rogue -days 1 -out " +
+          dir / "rogue.crt");
+}
+
+struct CurlResult {
+  int exit_code = -1;
+  int http_status = 0;
+  std::string body;
+};
+
+// curl https://127.0.0.1:port/metrics with `options`; the body lands in `dir`.
+CurlResult Curl(const TempDir& dir, int port, const std::string& options) {
+  const std::string body = dir / "curl.body";
+  CommandResult r = RunCommand("curl -sS --max-time 10 -o " + body + " -w '%{http_code}' " +
+                               options + " https://127.0.0.1:" + std::to_string(port) + "/metrics");
+  CurlResult out;
+  out.exit_code = r.status;
+  out.http_status = std::atoi(r.output.c_str());
+  std::ifstream in(body);
+  out.body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::filesystem::remove(body);
+  INFO("curl " << options << ": exit " << r.status << ", " << r.output);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("100 idle connections do not delay a scrape", "[web][limits]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 100; ++i) {
+    idle.push_back(std::make_unique<Connection>(kpathd.port()));
+    REQUIRE(idle.back()->connected());
+  }
+  std::this_thread::sleep_for(300ms);  // accepted and waiting in civetweb's threads
+
+  const auto begin = Clock::now();
+  Connection scrape(kpathd.port());
+  REQUIRE(scrape.Send(Request()));
+  const std::string raw = scrape.ReadToClose(5s);
+  const double took = Seconds(Clock::now() - begin);
+  std::cout << "[web] scrape with 100 idle connections held: " << took * 1000 << " ms, "
+            << raw.size() << " bytes\n";
+  CHECK(CompleteScrape(raw));
+  CHECK(took < 1.0);
+  int still_open = 0;
+  for (auto& c : idle) still_open += c->ClosedByServer() ? 0 : 1;
+  CHECK(still_open == 100);  // they were held open all along, not refused
+}
+
+TEST_CASE("idle connections beyond max_connections delay a scrape by about request_timeout",
+          "[web][limits]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd(
+      {.config_yaml =
+           "sampling_interval: 1s\nweb:\n  max_connections: 4\n  request_timeout: 1s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(std::make_unique<Connection>(kpathd.port()));
+  std::this_thread::sleep_for(100ms);
+  const auto begin = Clock::now();
+  auto response = HttpGet(kpathd.port(), "/metrics", 10s);
+  const double took = Seconds(Clock::now() - begin);
+  std::cout << "[web] scrape behind 8 idle connections with 4 threads and a 1 s timeout: " << took
+            << " s\n";
+  REQUIRE(response);
+  CHECK(response->status == 200);
+  // Two rounds of 4 idle connections timing out, then the scrape.
+  CHECK(took < 4.0);
+}
+
+TEST_CASE("64 concurrent scrapers all get 200 with complete bodies", "[web][limits]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  constexpr int kScrapers = 64;
+  std::vector<std::string> responses(kScrapers);
+  std::vector<double> latencies(kScrapers);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kScrapers; ++i) {
+    threads.emplace_back([&, i] {
+      Connection c(kpathd.port());
+      ++ready;
+      while (ready < kScrapers) std::this_thread::yield();  // all connected, then all at once
+      const auto begin = Clock::now();
+      if (c.Send(Request())) responses[i] = c.ReadToClose(10s);
+      latencies[i] = Seconds(Clock::now() - begin);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int complete = 0;
+  for (const std::string& r : responses) complete += CompleteScrape(r) ? 1 : 0;
+  std::cout << "[web] " << kScrapers << " concurrent scrapers: " << complete
+            << " complete 200s, slowest "
+            << *std::max_element(latencies.begin(), latencies.end()) * 1000 << " ms, body "
+            << responses[0].size() << " bytes\n";
+  CHECK(complete == kScrapers);
+}
+
+TEST_CASE("a client sending its headers byte by byte is cut off by request_timeout",
+          "[web][limits]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\nweb:\n  request_timeout: 2s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  Connection slow(kpathd.port());
+  const auto begin = Clock::now();
+  const std::string request = Request("X-Slow: " + std::string(200, 's') + "\r\n");
+  size_t sent = 0;
+  // A byte every 100 ms: the 230-byte request would take 23 s.
+  while (sent < request.size() && Clock::now() - begin < 10s) {
+    if (slow.ClosedByServer() || !slow.Send(request.substr(sent, 1))) break;
+    ++sent;
+    std::this_thread::sleep_for(100ms);
+  }
+  const double took = Seconds(Clock::now() - begin);
+  std::cout << "[web] slowloris client cut off after " << took << " s, " << sent << " of "
+            << request.size() << " bytes sent\n";
+  CHECK(sent < request.size());
+  CHECK(took >= 1.5);
+  CHECK(took < 4.0);
+  CHECK(HttpGet(kpathd.port(), "/metrics"));  // others were served all along
+}
+
+TEST_CASE("a request over 16 KiB is refused and one just under it is served", "[web][limits]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  auto padded = [&](size_t bytes) {
+    Connection c(kpathd.port());
+    c.Send(Request("X-Padding: " + std::string(bytes, 'a') + "\r\n"));
+    return c.ReadToClose(5s);
+  };
+  CHECK(CompleteScrape(padded(16000)));
+  // civetweb 1.15 answers a request that does not fit max_request_size with 400.
+  const std::string reply = padded(64 << 10);
+  INFO(reply.substr(0, 300));
+  CHECK(reply.starts_with("HTTP/1.0 400 Bad Request"));
+  CHECK(reply.find("kpath_build_info") == std::string::npos);
+  std::cout << "[web] a 64 KiB request: " << reply.substr(0, reply.find('\r')) << "\n";
+  CHECK(HttpGet(kpathd.port(), "/metrics"));
+}
+
+TEST_CASE("basic auth: no credentials 401, wrong 401, right 200, and SIGHUP changes the password",
+          "[web][auth]") {
+  REQUIRE(IsRoot());
+  TempDir dir;
+  const std::string web =
+      dir.Write("web.yml", "basic_auth_users:\n  prometheus: " + BcryptHash("s3cret") + "\n");
+  KpathdProcess kpathd(
+      {.args = {"--web.config.file=" + web}, .config_yaml = "sampling_interval: 1s\n"});
+  const std::string right = BasicAuth("prometheus", "s3cret");
+  REQUIRE(WaitUntil(
+      [&] {
+        auto r = HttpGet(kpathd.port(), "/metrics", 2s, right);
+        return r && r->status == 200 && r->body.find("kpath_build_info") != std::string::npos;
+      },
+      20s));
+
+  auto none = HttpGet(kpathd.port(), "/metrics");
+  REQUIRE(none);
+  CHECK(none->status == 401);
+  CHECK(none->headers.find("WWW-Authenticate: Basic realm=\"kpathd\"") != std::string::npos);
+  CHECK(none->body.find("kpath_") == std::string::npos);
+  auto wrong = HttpGet(kpathd.port(), "/metrics", 5s, BasicAuth("prometheus", "guess"));
+  REQUIRE(wrong);
+  CHECK(wrong->status == 401);
+  auto stranger = HttpGet(kpathd.port(), "/metrics", 5s, BasicAuth("mallory", "s3cret"));
+  REQUIRE(stranger);
+  CHECK(stranger->status == 401);
+  auto good = HttpGet(kpathd.port(), "/metrics", 5s, right);
+  REQUIRE(good);
+  CHECK(good->status == 200);
+  CHECK(good->body.find("kpath_build_info") != std::string::npos);
+
+  // 64 scrapers at once with the right password: bcrypt runs once, the rest hit the cache.
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  const auto begin = Clock::now();
+  for (int i = 0; i < 64; ++i) {
+    threads.emplace_back([&] {
+      auto r = HttpGet(kpathd.port(), "/metrics", 10s, right);
+      ok += r && r->status == 200 ? 1 : 0;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::cout << "[web] 64 concurrent scrapers with basic auth: " << ok << " x 200 in "
+            << Seconds(Clock::now() - begin) * 1000 << " ms\n";
+  CHECK(ok == 64);
+
+  // SIGHUP re-reads the file: the new password works at once, the old one no longer.
+  dir.Write("web.yml", "basic_auth_users:\n  prometheus: " + BcryptHash("n3w") + "\n");
+  kpathd.Signal(SIGHUP);
+  REQUIRE(WaitUntil(
+      [&] {
+        auto r = HttpGet(kpathd.port(), "/metrics", 2s, BasicAuth("prometheus", "n3w"));
+        return r && r->status == 200;
+      },
+      5s));
+  auto old = HttpGet(kpathd.port(), "/metrics", 5s, right);
+  REQUIRE(old);
+  CHECK(old->status == 401);
+  // A broken file on SIGHUP is refused; the new password keeps working.
+  dir.Write("web.yml", "basic_auth_users:\n  prometheus: plaintext\n");
+  kpathd.Signal(SIGHUP);
+  REQUIRE(WaitUntil(
+      [&] { return kpathd.Output().find("configuration refused") != std::string::npos; }, 5s));
+  auto still = HttpGet(kpathd.port(), "/metrics", 5s, BasicAuth("prometheus", "n3w"));
+  REQUIRE(still);
+  CHECK(still->status == 200);
+}
+
+TEST_CASE("TLS: a self-signed certificate, curl --cacert, min_version TLS13 refuses TLS 1.2",
+          "[web][tls]") {
+  REQUIRE(IsRoot());
+  TempDir dir;
+  Openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
+          dir / "self.key" + " -out " + dir / "self.crt" +
+          " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -days 1");
+  dir.Write("web.yml",
+            "tls_server_config:\n  cert_file: self.crt\n  key_file: self.key\n  "
+            "min_version: TLS13\n");
+  KpathdProcess kpathd(
+      {.args = {"--web.config.file", dir / "web.yml"}, .config_yaml = "sampling_interval: 1s\n"});
+  const std::string trust = "--cacert " + dir / "self.crt";
+  REQUIRE(WaitUntil(
+      [&] {
+        CurlResult r = Curl(dir, kpathd.port(), trust);
+        return r.http_status == 200 && r.body.find("kpath_build_info") != std::string::npos;
+      },
+      20s));
+  CurlResult tls13 = Curl(dir, kpathd.port(), trust + " --tlsv1.3");
+  CHECK(tls13.http_status == 200);
+  // A client that speaks TLS 1.2 at most is refused in the handshake.
+  CurlResult tls12 = Curl(dir, kpathd.port(), trust + " --tlsv1.2 --tls-max 1.2");
+  CHECK(tls12.exit_code != 0);
+  CHECK(tls12.http_status == 0);
+  // Without trusting the certificate curl refuses it (60: peer certificate cannot be verified).
+  CHECK(Curl(dir, kpathd.port(), "").exit_code == 60);
+  // Plain HTTP on the TLS port gets no metrics.
+  auto plain = HttpGet(kpathd.port(), "/metrics", 3s);
+  CHECK((!plain || plain->body.find("kpath_build_info") == std::string::npos));
+  CHECK(kpathd.Output().find("ready, serving https://127.0.0.1:" + std::to_string(kpathd.port()) +
+                             "/metrics") != std::string::npos);
+}
+
+TEST_CASE("TLS: client certificates required and verified, and SIGHUP loads a new certificate",
+          "[web][tls]") {
+  REQUIRE(IsRoot());
+  TempDir dir;
+  MakeCertificates(dir);
+  const std::string web_yml =
+      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: "
+      "ca.crt\n  client_auth_type: RequireAndVerifyClientCert\n";
+  dir.Write("web.yml", web_yml);
+  KpathdProcess kpathd(
+      {.config_yaml = "sampling_interval: 1s\nweb:\n  config_file: " + dir / "web.yml" + "\n"});
+  const std::string trust = "--cacert " + dir / "ca.crt";
+  const std::string client = " --cert " + dir / "client.crt" + " --key " + dir / "client.key";
+  const std::string rogue = " --cert " + dir / "rogue.crt" + " --key " + dir / "rogue.key";
+  REQUIRE(WaitUntil(
+      [&] {
+        return Curl(dir, kpathd.port(), trust + client).body.find("kpath_build_info") !=
+               std::string::npos;
+      },
+      20s));
+  CurlResult verified = Curl(dir, kpathd.port(), trust + client);
+  CHECK(verified.http_status == 200);
+  CHECK(verified.body.find("kpath_build_info") != std::string::npos);
+  CHECK(Curl(dir, kpathd.port(), trust).http_status == 0);          // no client certificate
+  CHECK(Curl(dir, kpathd.port(), trust + rogue).http_status == 0);  // one no CA vouches for
+  // TLS 1.2 as well (the default min_version), with the same policy.
+  CHECK(Curl(dir, kpathd.port(), trust + client + " --tls-max 1.2").http_status == 200);
+  CHECK(Curl(dir, kpathd.port(), trust + " --tls-max 1.2").http_status == 0);
+
+  // VerifyClientCertIfGiven by SIGHUP: no certificate passes, an unverifiable one still fails.
+  dir.Write("web.yml", std::string(web_yml).replace(web_yml.find("RequireAndVerifyClientCert"), 26,
+                                                    "VerifyClientCertIfGiven"));
+  kpathd.Signal(SIGHUP);
+  REQUIRE(WaitUntil([&] { return Curl(dir, kpathd.port(), trust).http_status == 200; }, 5s));
+  CHECK(Curl(dir, kpathd.port(), trust + rogue).http_status == 0);
+  CHECK(Curl(dir, kpathd.port(), trust + client).http_status == 200);
+
+  // A new self-signed certificate by SIGHUP: the next connection presents it.
+  Openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
+          dir / "new.key" + " -out " + dir / "new.crt" +
+          " -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -days 1");
+  dir.Write("web.yml", "tls_server_config:\n  cert_file: new.crt\n  key_file: new.key\n");
+  kpathd.Signal(SIGHUP);
+  REQUIRE(WaitUntil(
+      [&] { return Curl(dir, kpathd.port(), "--cacert " + dir / "new.crt").http_status == 200; },
+      5s));
+  CHECK(Curl(dir, kpathd.port(), trust + client).exit_code == 60);  // the old CA no longer fits
+}
+
+TEST_CASE("a bad web configuration ends kpathd at start with file, line and key", "[web][config]") {
+  TempDir dir;
+  const std::string web = dir.Write("web.yml",
+                                    "tls_server_config:\n  cert_file: a.crt\n  "
+                                    "key_file: a.key\n  ciphers: [x]\n");
+  KpathdProcess unknown({.args = {"--web.config.file=" + web}});
+  CHECK(unknown.WaitExit(10s) == 2);
+  CHECK(unknown.Output().find(web + ":4: unknown key \"ciphers\" in \"tls_server_config\"") !=
+        std::string::npos);
+
+  dir.Write("web.yml", "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n");
+  KpathdProcess missing({.args = {"--web.config.file=" + web}});
+  CHECK(missing.WaitExit(10s) == 2);
+  CHECK(missing.Output().find(web + ":2: tls_server_config.cert_file: open " + dir / "a.crt" +
+                              ": No such file or directory") != std::string::npos);
+  // kpathd --check-config checks the web configuration file that kpathd.yaml names.
+  const std::string yaml = dir.Write("kpathd.yaml", "web:\n  config_file: " + web + "\n");
+  CommandResult check = RunCommand(KpathdBinary() + " --check-config " + yaml);
+  CHECK(check.status == 1);
+  CHECK(check.output.find(web + ":2: tls_server_config.cert_file: open ") != std::string::npos);
+}
