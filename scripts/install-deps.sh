@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package kpathd needs to build, run and test. Idempotent: installs only
 # what is missing, and runs `apt-get update` only when something must be installed.
-# Usage: scripts/install-deps.sh [--test]   (--test adds what the test suite needs)
+# Usage: scripts/install-deps.sh [--test] [--bench]   (--test adds what the test suite needs,
+# --bench what bench/run-all.sh compares kpathd with)
 set -euo pipefail
 
 build_pkgs=(
@@ -9,23 +10,36 @@ build_pkgs=(
   clang llvm libbpf-dev bpftool linux-libc-dev
   libelf-dev zlib1g-dev
   prometheus-cpp-dev libcivetweb-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libabsl-dev
-  libsystemd-dev libssl-dev
+  libsystemd-dev libssl-dev libcrypt-dev
   catch2
 )
 test_pkgs=(
   prometheus prometheus-alertmanager curl python3 iproute2 procps bpftrace
+  # tests/integration/web_test.cpp: certificates for the TLS tests (openssl CLI)
+  openssl
   # tests/deploy: systemd-analyze (the unit's sandbox), strace (its system-call filter),
   # dpkg-dev (dpkg-shlibdeps for the CPack .deb)
   systemd strace dpkg-dev
   # tests/qemu: other kernels under QEMU (virtiofsd ships with qemu-system-common), a static
   # busybox and cpio for the guest's initramfs
   qemu-system-x86 busybox-static cpio
+  # tests/qemu/build-irqoff-module.sh: the compiler of Debian 12's kernels, for the IRQ-off test
+  # module (their headers are fetched with apt-get download, not installed)
+  gcc-12 make
 )
 
+# bench/: node_exporter, the exporter kpathd's scrape time and memory are compared with (the
+# bench starts its own on a free port; the package's service is not started, see below);
+# bpftrace, the tracer of the case studies.
+bench_pkgs=(prometheus-node-exporter bpftrace python3)
+
 want=("${build_pkgs[@]}")
-if [[ "${1:-}" == "--test" ]]; then
-  want+=("${test_pkgs[@]}")
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --test) want+=("${test_pkgs[@]}") ;;
+    --bench) want+=("${bench_pkgs[@]}") ;;
+  esac
+done
 
 missing=()
 for p in "${want[@]}"; do
@@ -47,6 +61,7 @@ fi
 echo "install-deps: installing ${#missing[@]} missing packages: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# Prometheus and Alertmanager are only used as tools in tests: do not start their services.
+# Prometheus, Alertmanager and node_exporter are only used as tools in tests and benchmarks: do
+# not start their services.
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done"
