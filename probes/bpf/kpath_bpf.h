@@ -38,6 +38,53 @@ static __always_inline __u64 kpath_tp_field(void* ctx, __u32 offset, __u32 size)
   return v;
 }
 
+/* Bits 7, 15, ... 63 of the result flag the zero bytes of `w`; the lowest flag is exact (the
+ * has-zero-byte test: a borrow can only flag bytes above a real zero byte). */
+static __always_inline __u64 kpath_zero_bytes(__u64 w) {
+  return (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL;
+}
+
+/* The bytes of little-endian word `w` before its first zero byte, given kpath_zero_bytes(w) != 0
+ * (x86_64 and arm64, the architectures kpathd builds for, are little-endian). */
+static __always_inline __u64 kpath_before_nul(__u64 w, __u64 zero_bytes) {
+  return w & (((zero_bytes & -zero_bytes) >> 7) - 1);
+}
+
+/* The current task's comm (16 bytes, NUL-padded) into `comm`. With `task_comm_offset`
+ * (task_struct.comm's offset, which user space takes from vmlinux BTF): two loads from `task`,
+ * the current task (bpf_get_current_task_btf, Linux 5.11+), and the bytes after the NUL
+ * cleared, since kernels that copy comms with strlcpy leave a longer former name's bytes there.
+ * Without (0): bpf_get_current_comm, a helper call and a string copy, 30-40 ns more per event on
+ * the development VM, whose return thunks make every call costly. The offset is a constant to
+ * the verifier, which never looks at the branch not taken: an object using this still loads on
+ * kernels without BTF (offset 0, and `task` then unused). */
+static __always_inline void kpath_task_comm(char* comm, const char* task, __u32 task_comm_offset) {
+  if (task_comm_offset) {
+    const __u64* words = (const __u64*)(task + task_comm_offset);
+    __u64 copy[2] = {words[0], words[1]};
+    __u64 zero = kpath_zero_bytes(copy[0]);
+    if (zero) {
+      copy[0] = kpath_before_nul(copy[0], zero);
+      copy[1] = 0;
+    } else {
+      zero = kpath_zero_bytes(copy[1]);
+      if (zero) copy[1] = kpath_before_nul(copy[1], zero);
+    }
+    __builtin_memcpy(comm, copy, sizeof(copy));
+  } else {
+    bpf_get_current_comm(comm, 16);
+  }
+}
+
+/* The current task, for kpath_task_comm and other reads at BTF offsets (NULL without them). */
+static __always_inline const char* kpath_current_task(__u32 task_comm_offset) {
+  return task_comm_offset ? (const char*)bpf_get_current_task_btf() : NULL;
+}
+
+static __always_inline void kpath_current_comm(char* comm, __u32 task_comm_offset) {
+  kpath_task_comm(comm, kpath_current_task(task_comm_offset), task_comm_offset);
+}
+
 /* Keyed counters, double-buffered so that user space can drain them exactly.
  *
  *   KPATH_KEYED_COUNTERS(name, struct my_key, struct my_value, 1024)
@@ -49,49 +96,123 @@ static __always_inline __u64 kpath_tp_field(void* ctx, __u32 offset, __u32 size)
  * The value struct holds __u64 fields only. User space (probes/collect/keyed_counter_maps.h) flips
  * name##_active each interval and drains and empties the other hash: hot paths do O(1) work on
  * per-CPU memory, maps stay small, and nothing is lost when keys are many: overflow is exported as
- * "other". */
-#define KPATH_KEYED_COUNTERS(name, key_t, value_t, entries)                   \
-  struct {                                                                    \
-    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);                                   \
-    __uint(max_entries, entries);                                             \
-    __type(key, key_t);                                                       \
-    __type(value, value_t);                                                   \
-  } name##_0 SEC(".maps"), name##_1 SEC(".maps");                             \
-  struct {                                                                    \
-    __uint(type, BPF_MAP_TYPE_ARRAY);                                         \
-    __uint(max_entries, 1);                                                   \
-    __type(key, __u32);                                                       \
-    __type(value, __u32);                                                     \
-  } name##_active SEC(".maps");                                               \
-  struct {                                                                    \
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                  \
-    __uint(max_entries, 2);                                                   \
-    __type(key, __u32);                                                       \
-    __type(value, value_t);                                                   \
-  } name##_overflow SEC(".maps");                                             \
-  static __always_inline value_t* name##_slot(const key_t* key) {             \
-    value_t zero_value; /* on the stack: global data needs Linux 5.2 */       \
-    __builtin_memset(&zero_value, 0, sizeof(zero_value));                     \
-    __u32 zero = 0;                                                           \
-    __u32* active = bpf_map_lookup_elem(&name##_active, &zero);               \
-    value_t* v;                                                               \
-    /* One branch per map: the verifier needs a constant map at each call. */ \
-    if (active && *active) {                                                  \
-      v = bpf_map_lookup_elem(&name##_1, key);                                \
-      if (!v) {                                                               \
-        bpf_map_update_elem(&name##_1, key, &zero_value, BPF_NOEXIST);        \
-        v = bpf_map_lookup_elem(&name##_1, key);                              \
-      }                                                                       \
-    } else {                                                                  \
-      v = bpf_map_lookup_elem(&name##_0, key);                                \
-      if (!v) {                                                               \
-        bpf_map_update_elem(&name##_0, key, &zero_value, BPF_NOEXIST);        \
-        v = bpf_map_lookup_elem(&name##_0, key);                              \
-      }                                                                       \
-    }                                                                         \
-    if (v) return v;                                                          \
-    __u32 buffer = (active && *active) ? 1 : 0;                               \
-    return bpf_map_lookup_elem(&name##_overflow, &buffer);                    \
+ * "other". name##_buffer() and name##_slot_in(buffer, &key, &created) split name##_slot for
+ * callers that need the buffer or to know that the key is new in it. */
+#define KPATH_KEYED_COUNTERS(name, key_t, value_t, entries)                                       \
+  struct {                                                                                        \
+    __uint(type, BPF_MAP_TYPE_PERCPU_HASH);                                                       \
+    __uint(max_entries, entries);                                                                 \
+    __type(key, key_t);                                                                           \
+    __type(value, value_t);                                                                       \
+  } name##_0 SEC(".maps"), name##_1 SEC(".maps");                                                 \
+  struct {                                                                                        \
+    __uint(type, BPF_MAP_TYPE_ARRAY);                                                             \
+    __uint(max_entries, 1);                                                                       \
+    __type(key, __u32);                                                                           \
+    __type(value, __u32);                                                                         \
+  } name##_active SEC(".maps");                                                                   \
+  struct {                                                                                        \
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                      \
+    __uint(max_entries, 2);                                                                       \
+    __type(key, __u32);                                                                           \
+    __type(value, value_t);                                                                       \
+  } name##_overflow SEC(".maps");                                                                 \
+  static __always_inline __u32 name##_buffer(void) {                                              \
+    __u32 zero = 0;                                                                               \
+    __u32* active = bpf_map_lookup_elem(&name##_active, &zero);                                   \
+    return (active && *active) ? 1 : 0;                                                           \
+  }                                                                                               \
+  /* *created is set when this call made the key's entry in the buffer. */                        \
+  static __always_inline value_t* name##_slot_in(__u32 buffer, const key_t* key, bool* created) { \
+    value_t zero_value; /* on the stack: global data needs Linux 5.2 */                           \
+    __builtin_memset(&zero_value, 0, sizeof(zero_value));                                         \
+    value_t* v;                                                                                   \
+    /* One branch per map: the verifier needs a constant map at each call. */                     \
+    if (buffer) {                                                                                 \
+      v = bpf_map_lookup_elem(&name##_1, key);                                                    \
+      if (!v) {                                                                                   \
+        *created = bpf_map_update_elem(&name##_1, key, &zero_value, BPF_NOEXIST) == 0;            \
+        v = bpf_map_lookup_elem(&name##_1, key);                                                  \
+      }                                                                                           \
+    } else {                                                                                      \
+      v = bpf_map_lookup_elem(&name##_0, key);                                                    \
+      if (!v) {                                                                                   \
+        *created = bpf_map_update_elem(&name##_0, key, &zero_value, BPF_NOEXIST) == 0;            \
+        v = bpf_map_lookup_elem(&name##_0, key);                                                  \
+      }                                                                                           \
+    }                                                                                             \
+    if (v) return v;                                                                              \
+    return bpf_map_lookup_elem(&name##_overflow, &buffer);                                        \
+  }                                                                                               \
+  static __always_inline value_t* name##_slot(const key_t* key) {                                 \
+    bool created = false;                                                                         \
+    return name##_slot_in(name##_buffer(), key, &created);                                        \
+  }
+
+/* A multiplier with well-mixed bits (2^64 / golden ratio) for cheap multiplicative hashing:
+ * the top bits of word * KPATH_HASH_MUL index a power-of-two table. */
+#define KPATH_HASH_MUL 0x9e3779b97f4a7c15ULL
+
+/* Keyed counters with a per-CPU direct-mapped cache in front of the hash (see
+ * KPATH_KEYED_COUNTERS, whose maps and functions it also defines):
+ *
+ *   KPATH_CACHED_KEYED_COUNTERS(name, struct my_key, struct my_value, 1024)
+ *
+ * adds name##_cache, a per-CPU array of two elements, one per buffer, each an array of
+ * KPATH_COUNTER_CACHE_SLOTS entries {used, value, key} (so that a lookup is one pointer for all
+ * the entries, not one each), and name##_cached_slot(buffer, &key, &created). A
+ * key is hashed with a multiply per 8-byte word into one entry of the current CPU's cache for
+ * that buffer: an empty entry is claimed, an entry holding the key is counted into, and only an
+ * entry holding another key sends the count on to the hash. A cache lookup costs a few
+ * instructions where the hash costs a jhash, a bucket walk and a key compare, so a key that
+ * keeps its entry (the usual case: few keys per CPU per interval) never touches the hash. Exact:
+ * user space drains the cache of the buffer it drains, summing entries of the same key across
+ * CPUs and with the hash, and empties it. Keys are whole __u64 words, zeroed padding included. */
+#define KPATH_COUNTER_CACHE_BITS 7
+#define KPATH_COUNTER_CACHE_SLOTS (1 << KPATH_COUNTER_CACHE_BITS)
+#define KPATH_CACHED_KEYED_COUNTERS(name, key_t, value_t, entries)                            \
+  KPATH_KEYED_COUNTERS(name, key_t, value_t, entries)                                         \
+  _Static_assert(sizeof(key_t) % 8 == 0, #key_t " must be whole __u64 words");                \
+  struct name##_cache_entry {                                                                 \
+    __u64 used; /* 0: empty */                                                                \
+    value_t value;                                                                            \
+    key_t key;                                                                                \
+  };                                                                                          \
+  struct name##_cache {                                                                       \
+    struct name##_cache_entry slot[KPATH_COUNTER_CACHE_SLOTS];                                \
+  };                                                                                          \
+  struct {                                                                                    \
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);                                                  \
+    __uint(max_entries, 2);                                                                   \
+    __type(key, __u32);                                                                       \
+    __type(value, struct name##_cache);                                                       \
+  } name##_cache SEC(".maps");                                                                \
+  static __always_inline value_t* name##_cached_slot(__u32 buffer, const key_t* key,          \
+                                                     bool* created) {                         \
+    const __u64* words = (const __u64*)key;                                                   \
+    __u64 hash = 0;                                                                           \
+    _Pragma("unroll") for (int i = 0; i < (int)(sizeof(key_t) / 8); i++) {                    \
+      hash = (hash ^ words[i]) * KPATH_HASH_MUL;                                              \
+    }                                                                                         \
+    struct name##_cache* cache = bpf_map_lookup_elem(&name##_cache, &buffer);                 \
+    if (cache) {                                                                              \
+      struct name##_cache_entry* e = &cache->slot[(hash >> (64 - KPATH_COUNTER_CACHE_BITS)) & \
+                                                  (KPATH_COUNTER_CACHE_SLOTS - 1)];           \
+      if (!e->used) {                                                                         \
+        __builtin_memset(&e->value, 0, sizeof(e->value));                                     \
+        e->key = *key;                                                                        \
+        e->used = 1;                                                                          \
+        *created = true;                                                                      \
+        return &e->value;                                                                     \
+      }                                                                                       \
+      const __u64* held = (const __u64*)&e->key;                                              \
+      __u64 differ = 0;                                                                       \
+      _Pragma("unroll") for (int i = 0; i < (int)(sizeof(key_t) / 8); i++) {                  \
+        differ |= held[i] ^ words[i];                                                         \
+      }                                                                                       \
+      if (!differ) return &e->value;                                                          \
+    }                                                                                         \
+    return name##_slot_in(buffer, key, created);                                              \
   }
 
 #endif /* KPATH_BPF_H */

@@ -17,10 +17,33 @@ char LICENSE[] SEC("license") = "GPL";
 /* Classic tracepoints: offsets of the `__data_loc char[] path` fields, from the format files. */
 const volatile __u32 tp_mkdir_path_offset = 0;
 const volatile __u32 tp_rmdir_path_offset = 0;
+/* From vmlinux BTF, or 0: task_struct.comm (see kpath_current_comm), and for tp_btf
+ * cgroup.kn, kernfs_node.hash, cgroup.self.parent and cgroup_subsys_state.serial_nr: with all
+ * four the tp_btf programs key a cgroup by its parent's serial number and its name's hash, loads
+ * from the cgroup that the verifier checks against BTF (no CO-RE relocation: the offsets are
+ * constants to it). */
+const volatile __u32 task_comm_offset = 0;
+const volatile __u32 cgroup_kn_offset = 0;
+const volatile __u32 kn_hash_offset = 0;
+const volatile __u32 cgroup_parent_offset = 0;
+const volatile __u32 css_serial_offset = 0;
 
 /* 1024 keys per interval: the hash is drained every sampling interval, and only distinct
- * (process, path tail) pairs take an entry; more spill into the overflow slot ("other"). */
-KPATH_KEYED_COUNTERS(churn_counts, struct cgroup_churn_key, struct cgroup_churn_value, 1024)
+ * (process, path tail) pairs take an entry; more spill into the overflow slot ("other"). The
+ * per-CPU cache in front (kpath_bpf.h) takes the usual few keys without touching the hash. */
+KPATH_CACHED_KEYED_COUNTERS(churn_counts, struct cgroup_churn_key, struct cgroup_churn_value, 1024)
+
+/* Path tails by path key, one map per buffer of churn_counts: a tail is sent when its key takes
+ * a counter in that buffer (so at most once per CPU and interval), and user space reads and
+ * empties the map of the buffer it drains. Twice the hash's keys: the caches hold keys too. A
+ * tail that finds the map full leaves its counts without a unit ("other", and
+ * kpath_cgroup_churn_unlabelled_total), unless user space knows the key from before. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 2048);
+  __type(key, __u64);
+  __type(value, struct cgroup_churn_path);
+} churn_paths_0 SEC(".maps"), churn_paths_1 SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -29,26 +52,96 @@ struct {
   __type(value, struct cgroup_churn_scratch);
 } scratch SEC(".maps");
 
-/* Bounded work: at most three string reads, one hash lookup (and insert). */
-static __always_inline void count_cgroup_event(const char* path, bool rmdir) {
-  __u32 zero = 0;
-  struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
-  if (!s) return;
-  struct cgroup_churn_key* key = &s->key;
-  __builtin_memset(key, 0, sizeof(*key)); /* the hash compares every byte of the key */
-  bpf_get_current_comm(key->comm, sizeof(key->comm));
-  long n = bpf_probe_read_kernel_str(key->path_tail, sizeof(key->path_tail), path);
-  if (n == sizeof(key->path_tail)) {
-    /* Filled the tail: the path may be longer. Learn its length, keep its end. */
-    long len = bpf_probe_read_kernel_str(s->path, sizeof(s->path), path);
-    if (len > (long)sizeof(key->path_tail) && len <= (long)sizeof(s->path)) {
-      bpf_probe_read_kernel_str(key->path_tail, sizeof(key->path_tail),
-                                path + (len - sizeof(key->path_tail)));
-      key->truncated = 1;
+#define CGROUP_CHURN_WORDS (CGROUP_CHURN_TAIL_LEN / 8)
+#define CGROUP_CHURN_HALF (CGROUP_CHURN_WORDS / 2)
+
+/* Hashes words[first, last) of a NUL-terminated string into `hash` (one multiply per 8 bytes;
+ * the bytes after its NUL are ignored, whatever they hold); sets *terminated at the NUL. */
+static __always_inline __u64 hash_string_words(__u64 hash, const __u64* words, int first, int last,
+                                               bool* terminated) {
+#pragma unroll
+  for (int i = first; i < last; i++) {
+    __u64 w = words[i];
+    __u64 zero = kpath_zero_bytes(w);
+    if (zero) {
+      hash = (hash ^ kpath_before_nul(w, zero)) * KPATH_HASH_MUL;
+      *terminated = true;
+      break;
+    }
+    hash = (hash ^ w) * KPATH_HASH_MUL;
+  }
+  return hash;
+}
+
+/* The path tail's key: a hash of the path's bytes, read in blocks of 64 (a plain read costs far
+ * less than a string read, which copies byte by byte). Paths of 128 bytes or more keep their
+ * last 127 (`truncated`): the slow way, a string read to learn the length. */
+static __always_inline __u64 path_tail_key(struct cgroup_churn_scratch* s, const char* path,
+                                           __u32* truncated) {
+  bool terminated = false;
+  __u64 hash = CGROUP_CHURN_TAIL_LEN;
+  if (bpf_probe_read_kernel(s->words, CGROUP_CHURN_TAIL_LEN / 2, path) == 0) {
+    hash = hash_string_words(hash, s->words, 0, CGROUP_CHURN_HALF, &terminated);
+    if (!terminated &&
+        bpf_probe_read_kernel(&s->words[CGROUP_CHURN_HALF], CGROUP_CHURN_TAIL_LEN / 2,
+                              path + CGROUP_CHURN_TAIL_LEN / 2) == 0) {
+      hash = hash_string_words(hash, s->words, CGROUP_CHURN_HALF, CGROUP_CHURN_WORDS, &terminated);
     }
   }
-  struct cgroup_churn_value* v = churn_counts_slot(key);
+  if (!terminated) {
+    /* 128 bytes or more (or not readable as blocks): learn the length, keep the end. */
+    long len = bpf_probe_read_kernel_str(s->full, sizeof(s->full), path);
+    if (len > (long)CGROUP_CHURN_TAIL_LEN && len <= (long)sizeof(s->full)) {
+      bpf_probe_read_kernel(s->words, CGROUP_CHURN_TAIL_LEN - 1,
+                            path + (len - CGROUP_CHURN_TAIL_LEN));
+      *truncated = 1;
+    } else if (len > 0) {
+      bpf_probe_read_kernel(s->words, sizeof(s->words), s->full);
+    } else {
+      __builtin_memset(s->words, 0, sizeof(s->words)); /* unreadable: an empty path, unit none */
+    }
+    ((char*)s->words)[CGROUP_CHURN_TAIL_LEN - 1] = '\0';
+    hash = hash_string_words(CGROUP_CHURN_TAIL_LEN, s->words, 0, CGROUP_CHURN_WORDS, &terminated);
+  }
+  hash ^= *truncated;
+  return hash ^ (hash >> 29);
+}
+
+/* Counts one event under (comm, path_key). Rarely (the key's first event in this interval on
+ * this CPU), also sends the path tail: a string read and a hash insert. */
+static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u64 path_key,
+                                             const char* path, __u32 truncated, bool rmdir) {
+  struct cgroup_churn_key key = {.path_key = path_key};
+  kpath_current_comm(key.comm, task_comm_offset);
+  __u32 buffer = churn_counts_buffer();
+  bool created = false;
+  struct cgroup_churn_value* v = churn_counts_cached_slot(buffer, &key, &created);
   if (!v) return;
+  if (created) {
+    /* The tail, clean and zero-padded, for user space. */
+    struct cgroup_churn_path* record = &s->path;
+    __builtin_memset(record, 0, sizeof(*record));
+    if (truncated) {
+      bpf_probe_read_kernel(record->tail, sizeof(record->tail), s->words);
+    } else if (bpf_probe_read_kernel_str(record->tail, sizeof(record->tail), path) ==
+               sizeof(record->tail)) {
+      /* Longer than the tail (a key from the kernfs node, not from the path): keep its end. */
+      long len = bpf_probe_read_kernel_str(s->full, sizeof(s->full), path);
+      if (len > (long)CGROUP_CHURN_TAIL_LEN && len <= (long)sizeof(s->full)) {
+        bpf_probe_read_kernel(record->tail, CGROUP_CHURN_TAIL_LEN - 1,
+                              path + (len - CGROUP_CHURN_TAIL_LEN));
+        record->tail[CGROUP_CHURN_TAIL_LEN - 1] = '\0';
+        truncated = 1;
+      }
+    }
+    record->truncated = truncated;
+    /* One branch per map: the verifier needs a constant map at each call. */
+    if (buffer) {
+      bpf_map_update_elem(&churn_paths_1, &path_key, record, BPF_NOEXIST);
+    } else {
+      bpf_map_update_elem(&churn_paths_0, &path_key, record, BPF_NOEXIST);
+    }
+  }
   if (rmdir) {
     v->rmdirs += 1;
   } else {
@@ -56,27 +149,55 @@ static __always_inline void count_cgroup_event(const char* path, bool rmdir) {
   }
 }
 
+static __always_inline void count_cgroup_path(const char* path, bool rmdir) {
+  __u32 zero = 0;
+  struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!s) return;
+  __u32 truncated = 0;
+  __u64 path_key = path_tail_key(s, path, &truncated);
+  count_cgroup_key(s, path_key, path, truncated, rmdir);
+}
+
+/* tp_btf: the cgroup is a BTF pointer. Its kernfs node's name hash (kernfs keeps one per node
+ * for its own lookups) and its parent's serial number (never reused, unique across hierarchies)
+ * are four loads, no string read. Siblings whose names share a 31-bit kernfs hash would share a
+ * key: user space then labels both with the path sent first in that interval. */
+static __always_inline void count_cgroup_btf(const void* cgrp, const char* path, bool rmdir) {
+  if (!cgroup_kn_offset || !kn_hash_offset || !cgroup_parent_offset || !css_serial_offset) {
+    count_cgroup_path(path, rmdir);
+    return;
+  }
+  __u32 zero = 0;
+  struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!s) return;
+  const char* kn = *(const char* const*)((const char*)cgrp + cgroup_kn_offset);
+  __u32 name_hash = *(const __u32*)(kn + kn_hash_offset);
+  const char* parent = *(const char* const*)((const char*)cgrp + cgroup_parent_offset);
+  __u64 parent_serial = *(const __u64*)(parent + css_serial_offset);
+  count_cgroup_key(s, (parent_serial * KPATH_HASH_MUL) ^ name_hash, path, 0, rmdir);
+}
+
 SEC("tp_btf/cgroup_mkdir")
 int BPF_PROG(cgroup_mkdir_tp_btf, struct cgroup* cgrp, const char* path) {
-  count_cgroup_event(path, false);
+  count_cgroup_btf(cgrp, path, false);
   return 0;
 }
 
 SEC("tp_btf/cgroup_rmdir")
 int BPF_PROG(cgroup_rmdir_tp_btf, struct cgroup* cgrp, const char* path) {
-  count_cgroup_event(path, true);
+  count_cgroup_btf(cgrp, path, true);
   return 0;
 }
 
 SEC("raw_tp/cgroup_mkdir")
 int BPF_PROG(cgroup_mkdir_raw_tp, struct cgroup* cgrp, const char* path) {
-  count_cgroup_event(path, false);
+  count_cgroup_path(path, false);
   return 0;
 }
 
 SEC("raw_tp/cgroup_rmdir")
 int BPF_PROG(cgroup_rmdir_raw_tp, struct cgroup* cgrp, const char* path) {
-  count_cgroup_event(path, true);
+  count_cgroup_path(path, true);
   return 0;
 }
 
@@ -89,12 +210,12 @@ static __always_inline const char* tp_data_loc_string(void* ctx, __u32 field_off
 
 SEC("tp/cgroup/cgroup_mkdir")
 int cgroup_mkdir_tracepoint(void* ctx) {
-  count_cgroup_event(tp_data_loc_string(ctx, tp_mkdir_path_offset), false);
+  count_cgroup_path(tp_data_loc_string(ctx, tp_mkdir_path_offset), false);
   return 0;
 }
 
 SEC("tp/cgroup/cgroup_rmdir")
 int cgroup_rmdir_tracepoint(void* ctx) {
-  count_cgroup_event(tp_data_loc_string(ctx, tp_rmdir_path_offset), true);
+  count_cgroup_path(tp_data_loc_string(ctx, tp_rmdir_path_offset), true);
   return 0;
 }

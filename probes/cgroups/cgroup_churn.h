@@ -10,17 +10,22 @@
  * (TRACE_CGROUP_PATH_LEN), so no path is longer. */
 #define CGROUP_CHURN_PATH_MAX 1024
 
-/* The end of the path kept in the key: the deepest components, where the systemd unit is. Keying
- * by the whole path would give every transient cgroup its own entry for nothing: user space only
- * derives the unit from the last components. */
-#define CGROUP_CHURN_TAIL_LEN 124
+/* The end of the path user space gets: the deepest components, where the systemd unit is, up to
+ * 127 bytes and a NUL. Keying by the whole path would give every transient cgroup its own entry
+ * for nothing: user space only derives the unit from the last components. */
+#define CGROUP_CHURN_TAIL_LEN 128
 
-/* cgroup mkdirs and rmdirs by process and path tail (KPATH_KEYED_COUNTERS churn_counts). */
+/* cgroup mkdirs and rmdirs by process and path (KPATH_CACHED_KEYED_COUNTERS churn_counts). The
+ * path is keyed by 64 bits that the BPF programs find cheaply, so that a key of 24 bytes, not
+ * the path, is hashed and compared on every event:
+ *  - tp_btf, where vmlinux BTF has the fields: the parent cgroup's serial number and the kernfs
+ *    hash of the cgroup's name, read straight from the cgroup (no string is read);
+ *  - otherwise a hash of the path tail's bytes (and of `truncated`).
+ * The path tail itself goes to user space in churn_paths_<buffer>, keyed by path_key, whenever
+ * its key takes a counter in that buffer (once per CPU and interval). */
 struct cgroup_churn_key {
   char comm[16];
-  char path_tail[CGROUP_CHURN_TAIL_LEN]; /* NUL-terminated */
-  /* 1: the path was longer than the tail, whose first component is then cut. */
-  __u32 truncated;
+  __u64 path_key;
 };
 
 struct cgroup_churn_value {
@@ -28,10 +33,20 @@ struct cgroup_churn_value {
   __u64 rmdirs;
 };
 
-/* Per-CPU scratch: the key and, for long paths, the whole path (too big for the BPF stack). */
+/* The path tail behind a path_key (churn_paths_0 and churn_paths_1, keyed by path_key). */
+struct cgroup_churn_path {
+  char tail[CGROUP_CHURN_TAIL_LEN]; /* NUL-terminated, zero-padded */
+  /* 1: the path was longer than the tail, whose first component is then cut. */
+  __u32 truncated;
+  __u32 pad;
+};
+
+/* Per-CPU scratch (too big for the BPF stack): the path's first bytes (or its tail), the record
+ * sent to user space, and, for long paths, the whole path. */
 struct cgroup_churn_scratch {
-  struct cgroup_churn_key key;
-  char path[CGROUP_CHURN_PATH_MAX];
+  __u64 words[CGROUP_CHURN_TAIL_LEN / 8];
+  struct cgroup_churn_path path;
+  char full[CGROUP_CHURN_PATH_MAX];
 };
 
 #endif

@@ -14,6 +14,7 @@
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn.h"
 #include "probes/cgroups/systemd_unit.h"
+#include "spdlog/spdlog.h"
 
 namespace kpath {
 
@@ -36,11 +37,20 @@ void AppendNonZero(const FoldedCounters& counters, FamilyBuilder& family, size_t
 
 }  // namespace
 
-std::vector<std::string> CgroupChurnLabels(const cgroup_churn_key& key) {
-  std::string_view comm(key.comm, strnlen(key.comm, sizeof(key.comm)));
-  std::string_view tail(key.path_tail, strnlen(key.path_tail, sizeof(key.path_tail)));
-  return {SanitizeLabelValue(comm),
-          SanitizeLabelValue(SystemdUnitOfPathTail(tail, key.truncated != 0))};
+std::string CgroupChurnUnit(const cgroup_churn_path& path) {
+  std::string_view tail(path.tail, strnlen(path.tail, sizeof(path.tail)));
+  return SanitizeLabelValue(SystemdUnitOfPathTail(tail, path.truncated != 0));
+}
+
+namespace {
+std::string CommOf(const cgroup_churn_key& key) {
+  return SanitizeLabelValue(std::string_view(key.comm, strnlen(key.comm, sizeof(key.comm))));
+}
+}  // namespace
+
+std::vector<std::string> CgroupChurnLabels(const cgroup_churn_key& key,
+                                           const cgroup_churn_path& path) {
+  return {CommOf(key), CgroupChurnUnit(path)};
 }
 
 std::string CgroupChurnStatus(std::optional<double> per_second, std::string_view top_unit) {
@@ -121,8 +131,42 @@ absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan, KernelFeatures&
   }
 }
 
+CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan& plan,
+                                                               KernelFeatures& kernel) {
+  DirectReads reads;
+  if (!kernel.HasVmlinuxBtf()) return reads;
+  reads.task_comm = kernel.BtfMemberOffset("task_struct", "comm").value_or(0);
+  if (plan.mechanism != Mechanism::kTpBtf) return reads;  // only tp_btf has the cgroup as BTF
+  std::optional<uint32_t> kn = kernel.BtfMemberOffset("cgroup", "kn");
+  std::optional<uint32_t> hash = kernel.BtfMemberOffset("kernfs_node", "hash");
+  std::optional<uint32_t> self = kernel.BtfMemberOffset("cgroup", "self");
+  std::optional<uint32_t> parent = kernel.BtfMemberOffset("cgroup_subsys_state", "parent");
+  std::optional<uint32_t> serial = kernel.BtfMemberOffset("cgroup_subsys_state", "serial_nr");
+  if (kn && hash && self && parent && serial) {
+    reads.cgroup_kn = *kn;
+    reads.kn_hash = *hash;
+    reads.cgroup_parent = *self + *parent;
+    reads.css_serial = *serial;
+  }
+  return reads;
+}
+
 absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
   Detach();
+  DirectReads reads = DirectReadsFor(plan, kernel);
+  bool load_failed = false;
+  absl::Status attached = AttachWith(plan, kernel, reads, load_failed);
+  if (attached.ok() || !load_failed || reads.task_comm == 0) return attached;
+  // Reads from the task and the cgroup need bpf_get_current_task_btf (5.11+) and a verifier that
+  // follows BTF pointers: without them, the helpers and the path.
+  spdlog::debug("probe {}: {}; trying without reads from kernel structures", kName,
+                std::string(attached.message()));
+  return AttachWith(plan, kernel, DirectReads{}, load_failed);
+}
+
+absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, KernelFeatures& kernel,
+                                          const DirectReads& reads, bool& load_failed) {
+  load_failed = false;
   OwnedSkeleton<cgroup_churn_bpf> skel(cgroup_churn_bpf__open(), cgroup_churn_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
 
@@ -162,7 +206,15 @@ absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
   bpf_object__for_each_program(prog, skel->obj) {
     bpf_program__set_autoload(prog, prog == mkdir_prog || prog == rmdir_prog);
   }
-  if (int err = cgroup_churn_bpf__load(skel.get()); err) return LibbpfError("load", err);
+  skel->rodata->task_comm_offset = reads.task_comm;
+  skel->rodata->cgroup_kn_offset = reads.cgroup_kn;
+  skel->rodata->kn_hash_offset = reads.kn_hash;
+  skel->rodata->cgroup_parent_offset = reads.cgroup_parent;
+  skel->rodata->css_serial_offset = reads.css_serial;
+  if (int err = cgroup_churn_bpf__load(skel.get()); err) {
+    load_failed = true;
+    return LibbpfError("load", err);
+  }
 
   std::vector<OwnedLink> links;
   for (bpf_program* p : {mkdir_prog, rmdir_prog}) {
@@ -178,6 +230,10 @@ absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
     programs_.push_back(
         OwnBpfProgram{std::string(kName), bpf_program__name(p), bpf_program__fd(p)});
   }
+  paths_fd_[0] = bpf_map__fd(skel->maps.churn_paths_0);
+  paths_fd_[1] = bpf_map__fd(skel->maps.churn_paths_1);
+  key_source_ = reads.cgroup_kn != 0 ? "parent serial and kernfs name hash" : "path tail hash";
+  units_.clear();
   counts_ = *std::move(counts);
   links_ = std::move(links);
   skel_ = std::move(skel);
@@ -188,11 +244,40 @@ void CgroupChurnProbe::Detach() {
   links_.clear();
   skel_.reset();
   counts_.reset();
+  paths_fd_[0] = paths_fd_[1] = -1;
   programs_.clear();
+}
+
+const std::string* CgroupChurnProbe::UnitOf(uint64_t path_key, uint32_t buffer) {
+  // The path sent with this interval's counts, else the last one known for the key.
+  cgroup_churn_path path;
+  if (bpf_map_lookup_elem(paths_fd_[buffer & 1], &path_key, &path) == 0) {
+    // Bounded: transient cgroups bring new keys without end; live ones are sent again.
+    if (units_.size() >= 65536) units_.clear();
+    std::string& unit = units_[path_key];
+    unit = CgroupChurnUnit(path);
+    return &unit;
+  }
+  auto it = units_.find(path_key);
+  return it != units_.end() ? &it->second : nullptr;
+}
+
+void CgroupChurnProbe::EmptyPaths(uint32_t buffer) {
+  // Keys first: deleting while iterating with get_next_key restarts the walk.
+  int fd = paths_fd_[buffer & 1];
+  std::vector<uint64_t> keys;
+  uint64_t key = 0;
+  const void* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+    keys.push_back(key);
+    prev = &keys.back();
+  }
+  for (uint64_t k : keys) bpf_map_delete_elem(fd, &k);
 }
 
 absl::Status CgroupChurnProbe::Start() {
   if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
+  state_.detail = fmt::format("{}; keyed by {}", state_.detail, key_source_);
   return absl::OkStatus();
 }
 
@@ -205,8 +290,16 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
       for (uint64_t n : sums) unlabelled_ += n;
       return;
     }
-    churn_.Add(CgroupChurnLabels(*static_cast<const cgroup_churn_key*>(key)), sums);
+    const auto* k = static_cast<const cgroup_churn_key*>(key);
+    if (const std::string* unit = UnitOf(k->path_key, counts_->last_drained())) {
+      churn_.Add({CommOf(*k), *unit}, sums);
+      return;
+    }
+    // The tail never reached user space (its map was full): counted, without the unit.
+    churn_.Add({CommOf(*k), std::string(FoldedCounters::kOther)}, sums);
+    for (uint64_t n : sums) unlabelled_ += n;
   });
+  if (drained.ok()) EmptyPaths(counts_->last_drained());
   // A failed drain leaves the counts in the kernel for the next one; the interval still ends.
   churn_.EndInterval();
   if (!drained.ok()) return drained;
@@ -233,8 +326,8 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
         .AppendTo(out);
   }
   Counter("kpath_cgroup_churn_unlabelled_total",
-          "cgroup mkdirs and rmdirs counted without their process and unit because the "
-          "per-interval key map was full; they are in the comm=\"other\",unit=\"other\" series.")
+          "cgroup mkdirs and rmdirs counted without their unit (or process and unit) because a "
+          "per-interval map was full; they are in the unit=\"other\" series.")
       .Add(static_cast<double>(unlabelled_))
       .AppendTo(out);
   return absl::OkStatus();

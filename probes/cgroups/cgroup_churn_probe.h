@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -25,11 +26,17 @@
 struct cgroup_churn_bpf;
 struct bpf_link;
 struct cgroup_churn_key;
+struct cgroup_churn_path;
 
 namespace kpath {
 
-// The {comm, unit} labels of a key the BPF programs counted under, both valid UTF-8.
-std::vector<std::string> CgroupChurnLabels(const cgroup_churn_key& key);
+// The unit label of a path tail the BPF programs sent (valid UTF-8).
+std::string CgroupChurnUnit(const cgroup_churn_path& path);
+
+// The {comm, unit} labels of a key the BPF programs counted under and of its path tail, both
+// valid UTF-8.
+std::vector<std::string> CgroupChurnLabels(const cgroup_churn_key& key,
+                                           const cgroup_churn_path& path);
 
 // "cgroup churn 12/s (top unit foo.service)": the STATUS= fragment; without the unit when none
 // is known, empty before there is a rate.
@@ -83,6 +90,29 @@ class CgroupChurnProbe final : public Collector, public AttachableProbe {
   std::vector<OwnedLink> links_;
   std::vector<OwnBpfProgram> programs_;
   std::optional<KeyedCounterMaps> counts_;
+  int paths_fd_[2] = {-1, -1};  // churn_paths_0, churn_paths_1: path tails by hash, per buffer
+
+  // Offsets from vmlinux BTF for the programs' reads from kernel structures (0: none; see
+  // cgroup_churn.bpf.c).
+  struct DirectReads {
+    uint32_t task_comm = 0;
+    uint32_t cgroup_kn = 0;
+    uint32_t kn_hash = 0;
+    uint32_t cgroup_parent = 0;
+    uint32_t css_serial = 0;
+  };
+  static DirectReads DirectReadsFor(const AttachPlan& plan, KernelFeatures& kernel);
+  // Loads and attaches `plan`; on a failed load (not a failed attach) sets `load_failed`.
+  absl::Status AttachWith(const AttachPlan& plan, KernelFeatures& kernel, const DirectReads& reads,
+                          bool& load_failed);
+  // The unit label of a path key counted in `buffer`: from the path sent with it, else the last
+  // one known for the key; null if none.
+  const std::string* UnitOf(uint64_t path_key, uint32_t buffer);
+  void EmptyPaths(uint32_t buffer);
+
+  // The last unit of each path key seen; emptied when it grows past a bound.
+  std::unordered_map<uint64_t, std::string> units_;
+  std::string key_source_;  // how the programs key paths, for the log and state
 
   FoldedCounters churn_;     // {comm, unit} -> {mkdirs, rmdirs}
   uint64_t unlabelled_ = 0;  // events counted in the overflow slot (the hash was full)

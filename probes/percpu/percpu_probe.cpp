@@ -2,11 +2,14 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "fmt/format.h"
 #include "percpu.skel.h"
@@ -171,8 +174,43 @@ absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan, KernelFeatures&
   }
 }
 
+std::string_view LiveAllocTrackingName(LiveAllocTracking tracking) {
+  switch (tracking) {
+    case LiveAllocTracking::kTable:
+      return "array table";
+    case LiveAllocTracking::kHashMap:
+      return "hash map";
+    case LiveAllocTracking::kNone:
+      break;
+  }
+  return "none";
+}
+
 absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
   Detach();
+  bool load_failed = false;
+  if (plan.mechanism == Mechanism::kFentry || plan.mechanism == Mechanism::kKprobe) {
+    return AttachWith(plan, kernel, LiveAllocTracking::kNone, load_failed);
+  }
+  // The table needs BPF atomics (compare-and-swap, Linux 5.12+): ask the kernel by loading it.
+  std::string refused = "off by option";
+  if (options_.live_table) {
+    absl::Status table = AttachWith(plan, kernel, LiveAllocTracking::kTable, load_failed);
+    if (table.ok() || !load_failed) return table;
+    refused = std::string(table.message());
+  }
+  absl::Status hash = AttachWith(plan, kernel, LiveAllocTracking::kHashMap, load_failed);
+  if (!hash.ok()) {
+    return absl::Status(hash.code(),
+                        fmt::format("{} (array table: {})", std::string(hash.message()), refused));
+  }
+  spdlog::info("probe {}: live allocations in a hash map (array table: {})", kName, refused);
+  return absl::OkStatus();
+}
+
+absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, KernelFeatures& kernel,
+                                          LiveAllocTracking tracking, bool& load_failed) {
+  load_failed = false;
   OwnedSkeleton<percpu_bpf> skel(percpu_bpf__open(), percpu_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
 
@@ -180,16 +218,22 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
   if (plan.mechanism == Mechanism::kTpBtf || plan.mechanism == Mechanism::kRawTp) {
     legacy = TracepointLayout(kernel) == Layout::kLegacy;
   }
+  const bool table = tracking == LiveAllocTracking::kTable;
   bpf_program* alloc = nullptr;
   bpf_program* free = nullptr;  // entry probes see no pointer: frees are not matched
+  // Tracepoint programs are named percpu_{alloc,free}_<mechanism>[_legacy][_hash]
+  // (percpu.bpf.c): the argument layout, then the way live allocations are kept.
+  auto program = [&](std::string_view event, bool legacy_layout) {
+    return bpf_object__find_program_by_name(
+        skel->obj, fmt::format("percpu_{}_{}{}{}", event, MechanismName(plan.mechanism),
+                               legacy_layout ? "_legacy" : "", table ? "" : "_hash")
+                       .c_str());
+  };
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
-      alloc = legacy ? skel->progs.percpu_alloc_tp_btf_legacy : skel->progs.percpu_alloc_tp_btf;
-      free = skel->progs.percpu_free_tp_btf;
-      break;
     case Mechanism::kRawTp:
-      alloc = legacy ? skel->progs.percpu_alloc_raw_tp_legacy : skel->progs.percpu_alloc_raw_tp;
-      free = skel->progs.percpu_free_raw_tp;
+      alloc = program("alloc", legacy);
+      free = program("free", false);
       break;
     case Mechanism::kTracepoint: {
       absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
@@ -211,8 +255,8 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
       if (const TracepointField* call_site = format->Find("call_site")) {
         skel->rodata->tp_call_site_offset = call_site->offset;
       }
-      alloc = skel->progs.percpu_alloc_tracepoint;
-      free = skel->progs.percpu_free_tracepoint;
+      alloc = program("alloc", false);
+      free = program("free", false);
       break;
     }
     case Mechanism::kFentry: {
@@ -227,6 +271,9 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
     default:
       return absl::UnimplementedError("mechanism not offered by this probe");
   }
+  if (!alloc || (tracking != LiveAllocTracking::kNone && !free)) {
+    return absl::InternalError("percpu programs missing from the BPF object");
+  }
 
   bpf_program* prog = nullptr;
   bpf_object__for_each_program(prog, skel->obj) {
@@ -234,13 +281,52 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
   }
   skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel.PossibleCpus());
   skel->rodata->caller_from_stack_always = options_.caller_from_stack;
-  if (int err = bpf_map__set_max_entries(skel->maps.live_allocs,
-                                         std::max<uint32_t>(options_.max_tracked_allocations, 1));
-      err) {
-    return LibbpfError("size live_allocs", err);
+
+  // The table reads the comm (and the process, to keep kpathd's own allocations out of the hot
+  // part) from the task where the kernel has BTF: it has bpf_get_current_task_btf wherever it
+  // has the table's atomics.
+  if (table && kernel.HasVmlinuxBtf()) {
+    std::optional<uint32_t> comm = kernel.BtfMemberOffset("task_struct", "comm");
+    std::optional<uint32_t> tgid = kernel.BtfMemberOffset("task_struct", "tgid");
+    skel->rodata->task_comm_offset = comm.value_or(0);
+    if (comm && tgid) {  // the task pointer comes with the comm offset
+      skel->rodata->task_tgid_offset = *tgid;
+      skel->rodata->self_tgid = getpid();
+    }
+  }
+  // Only the maps of the chosen way get their size; the others shrink to one entry. The table's
+  // spill part has at least twice as many slots as allocations tracked, so that it stays at
+  // most half full and probe sequences short (2^26 slots of 16 bytes at most).
+  uint32_t tracked = std::max<uint32_t>(options_.max_tracked_allocations, 1);
+  uint32_t bits = 1;
+  while (bits < 26 && (uint64_t{1} << bits) < 2 * uint64_t{tracked}) ++bits;
+  skel->rodata->live_table_bits = table ? bits : 0;
+  const uint32_t table_slots = table ? PERCPU_LIVE_HOT_SLOTS + (1U << bits) : 1U;
+  struct Size {
+    bpf_map* map;
+    uint32_t entries;
+  };
+  for (const Size& size :
+       {Size{skel->maps.live_table, table_slots},
+        Size{skel->maps.live_callers, table ? PERCPU_LIVE_CALLERS : 1U},
+        Size{skel->maps.live_allocs, tracking == LiveAllocTracking::kHashMap ? tracked : 1U},
+        Size{skel->maps.caller_balance_0, tracking == LiveAllocTracking::kHashMap ? 512U : 1U},
+        Size{skel->maps.caller_balance_1, tracking == LiveAllocTracking::kHashMap ? 512U : 1U}}) {
+    if (int err = bpf_map__set_max_entries(size.map, size.entries); err) {
+      return LibbpfError(fmt::format("size {}", bpf_map__name(size.map)), err);
+    }
+  }
+  // Kernels before 5.5 refuse mmap-able arrays; only the table needs one.
+  if (!table) {
+    if (int err = bpf_map__set_map_flags(skel->maps.live_callers, 0); err) {
+      return LibbpfError("set live_callers flags", err);
+    }
   }
 
-  if (int err = percpu_bpf__load(skel.get()); err) return LibbpfError("load", err);
+  if (int err = percpu_bpf__load(skel.get()); err) {
+    load_failed = true;
+    return LibbpfError("load", err);
+  }
 
   std::vector<OwnedLink> links;
   // The free program first: an allocation is never tracked without its free being watched.
@@ -264,11 +350,21 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
       KeyedCounterMaps::Find(skel->obj, "caller_balance");
   if (!balance_maps.ok()) return balance_maps.status();
 
+  // Read in place: which caller indices are in use, and their functions.
+  MappedArray callers_map;
+  if (table) {
+    absl::StatusOr<MappedArray> callers = MappedArray::Of(skel->maps.live_callers);
+    if (!callers.ok()) return callers.status();
+    callers_map = *std::move(callers);
+  }
+
   programs_.clear();
   for (bpf_program* p : {alloc, free}) {
     if (p) programs_.push_back({std::string(kName), bpf_program__name(p), bpf_program__fd(p)});
   }
   tracks_frees_ = free != nullptr;
+  tracking_ = tracking;
+  live_callers_ = std::move(callers_map);
   alloc_maps_ = *std::move(alloc_maps);
   balance_maps_ = *std::move(balance_maps);
   links_ = std::move(links);
@@ -276,12 +372,40 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
   return absl::OkStatus();
 }
 
+absl::StatusOr<MappedArray> MappedArray::Of(bpf_map* map) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t bytes = size_t{bpf_map__max_entries(map)} * bpf_map__value_size(map);
+  MappedArray mapped;
+  mapped.bytes_ = (bytes + page - 1) / page * page;
+  void* m = mmap(nullptr, mapped.bytes_, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+  if (m == MAP_FAILED) return LibbpfError(fmt::format("mmap {}", bpf_map__name(map)), errno);
+  mapped.data_ = m;
+  mapped.entries_ = bpf_map__max_entries(map);
+  return mapped;
+}
+
+MappedArray& MappedArray::operator=(MappedArray&& other) noexcept {
+  if (this != &other) {
+    if (data_) munmap(data_, bytes_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    entries_ = std::exchange(other.entries_, 0);
+  }
+  return *this;
+}
+
+MappedArray::~MappedArray() {
+  if (data_) munmap(data_, bytes_);
+}
+
 void PercpuAllocProbe::Detach() {
   links_.clear();
+  live_callers_ = MappedArray();
   skel_.reset();
   programs_.clear();
   alloc_maps_.reset();
   balance_maps_.reset();
+  tracking_ = LiveAllocTracking::kNone;
 }
 
 absl::Status PercpuAllocProbe::Start() {
@@ -289,7 +413,12 @@ absl::Status PercpuAllocProbe::Start() {
     spdlog::warn("probe {}: callers will be \"unknown\": {}", kName, std::string(s.message()));
   }
   if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
-  if (!tracks_frees_) {
+  state_.detail =
+      fmt::format("{}; live allocations: {}", state_.detail, LiveAllocTrackingName(tracking_));
+  if (tracks_frees_) {
+    spdlog::info("probe {}: live allocations tracked in the {} ({} at most)", kName,
+                 LiveAllocTrackingName(tracking_), options_.max_tracked_allocations);
+  } else {
     spdlog::info(
         "probe {}: {} sees allocations at entry, without their pointer: "
         "kpath_percpu_outstanding_bytes is not exported",
@@ -353,12 +482,44 @@ absl::Status PercpuAllocProbe::DrainCounters() {
                               FormatBytesIEC(static_cast<double>(top_bytes) / seconds))
                 : std::string();
 
-  if (!tracks_frees_) return absl::OkStatus();
+  if (tracking_ == LiveAllocTracking::kTable) {
+    SumLiveBalance();
+    // A new interval: allocations from now on are younger than those already in the table.
+    uint32_t zero = 0;
+    ++live_epoch_;
+    bpf_map_update_elem(bpf_map__fd(skel_->maps.live_epoch), &zero, &live_epoch_, BPF_ANY);
+    return absl::OkStatus();
+  }
+  if (tracking_ != LiveAllocTracking::kHashMap) return absl::OkStatus();
   return balance_maps_->Drain([&](const void* key, std::span<const uint64_t> sums) {
     std::string caller =
         key ? CallerName(*static_cast<const __u64*>(key)) : std::string(FoldedCounters::kOther);
     outstanding_[caller] += static_cast<int64_t>(sums[0]) - static_cast<int64_t>(sums[1]);
   });
+}
+
+void PercpuAllocProbe::SumLiveBalance() {
+  // Cumulative per CPU, by caller index: outstanding = allocated - freed, summed over CPUs, for
+  // the indices in use (0, "unknown", and those live_callers names).
+  int ncpus = std::max(libbpf_num_possible_cpus(), 1);
+  std::vector<percpu_live_balance> per_cpu(static_cast<size_t>(ncpus));
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.live_balance), &zero, per_cpu.data()) != 0) {
+    return;  // the last figures stay
+  }
+  const auto* callers = static_cast<const uint64_t*>(live_callers_.data());
+  outstanding_.clear();
+  for (uint32_t index = 0; index < PERCPU_LIVE_CALLERS && index < live_callers_.entries();
+       ++index) {
+    uint64_t caller = index == 0 ? 0 : __atomic_load_n(&callers[index], __ATOMIC_ACQUIRE);
+    if (index != 0 && caller == 0) continue;
+    int64_t held = 0;
+    for (const percpu_live_balance& cpu : per_cpu) {
+      held += static_cast<int64_t>(cpu.callers[index].allocated_bytes) -
+              static_cast<int64_t>(cpu.callers[index].freed_bytes);
+    }
+    if (index != 0 || held != 0) outstanding_[CallerName(caller)] += held;
+  }
 }
 
 absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {

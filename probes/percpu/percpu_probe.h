@@ -20,6 +20,7 @@
 #include "probes/kernel/kernel_symbolizer.h"
 
 struct percpu_bpf;
+struct bpf_map;
 
 namespace kpath {
 
@@ -32,11 +33,38 @@ bool IsPercpuPlumbingFrame(std::string_view function);
 // (Frames are __u64, which is unsigned long long, as the BPF side writes them.)
 std::string PercpuCallerName(std::span<const unsigned long long> frames, KernelSymbolizer& symbols);
 
+// Where the BPF programs keep live allocations until their free (see percpu.bpf.c).
+enum class LiveAllocTracking {
+  kNone,     // entry probes (fentry, kprobe): the pointer is not known, frees are not matched
+  kTable,    // open-addressing table in an array map, claimed with BPF atomics (Linux 5.12+)
+  kHashMap,  // hash map: kernels whose verifier refuses the table's atomics
+};
+std::string_view LiveAllocTrackingName(LiveAllocTracking tracking);
+
+// A read-only mmap of a BPF array map created with BPF_F_MMAPABLE; unmapped when destroyed.
+class MappedArray {
+ public:
+  static absl::StatusOr<MappedArray> Of(bpf_map* map);
+  MappedArray() = default;
+  MappedArray(MappedArray&& other) noexcept { *this = std::move(other); }
+  MappedArray& operator=(MappedArray&& other) noexcept;
+  ~MappedArray();
+  const void* data() const { return data_; }
+  size_t entries() const { return entries_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  size_t entries_ = 0;
+};
+
 struct PercpuProbeOptions {
   std::vector<Mechanism> allowed;  // empty: all, in the probe's order
   LabelLimits labels;
-  uint32_t max_tracked_allocations = 65536;  // live_allocs map size
+  uint32_t max_tracked_allocations = 65536;  // live allocations tracked at most
   bool caller_from_stack = false;            // name callers from stack samples always
+  // false: the hash map even where the kernel takes the table (tests of the fallback).
+  bool live_table = true;
 };
 
 class PercpuAllocProbe final : public Collector, public AttachableProbe {
@@ -70,7 +98,13 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   // Which argument layout the tracepoint has (see percpu.bpf.c).
   enum class Layout { kUnknown, kWithBytesAlloc, kLegacy };
   Layout TracepointLayout(KernelFeatures& kernel);
+  // Loads and attaches `plan` with live allocations kept the `tracking` way. On a failed load
+  // (not a failed attach), `load_failed` is set.
+  absl::Status AttachWith(const AttachPlan& plan, KernelFeatures& kernel,
+                          LiveAllocTracking tracking, bool& load_failed);
   absl::Status DrainCounters();
+  // Outstanding bytes by caller from the table's live_balance.
+  void SumLiveBalance();
   // The function name of a caller word (see percpu.h: a call site or a stack id).
   const std::string& CallerName(uint64_t caller);
 
@@ -82,6 +116,9 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   std::vector<OwnedLink> links_;
   std::vector<OwnBpfProgram> programs_;
   bool tracks_frees_ = false;
+  LiveAllocTracking tracking_ = LiveAllocTracking::kNone;
+  MappedArray live_callers_;  // the live_callers map (kTable)
+  uint32_t live_epoch_ = 0;   // intervals so far, the table's clock (kTable)
   std::optional<KeyedCounterMaps> alloc_maps_;
   std::optional<KeyedCounterMaps> balance_maps_;
 

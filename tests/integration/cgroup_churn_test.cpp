@@ -350,6 +350,22 @@ TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts
       CHECK(MkdirsOf(after, comm, kService) == kRuns);
       CHECK(MetricValue(after, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kService}}) ==
             kRuns);
+
+      // A path longer than the 127 bytes the programs keep: its end still names the unit.
+      const fs::path deep = slice.path() / (std::string(150, 'x') + ".slice");
+      REQUIRE(mkdir(deep.c_str(), 0755) == 0);
+      constexpr const char* kDeepUnit = "kpath-deep.service";
+      CHECK(RunAs(comm, [&] {
+              return ChurnNamed(deep, 0, kRuns, [](int) { return std::string(kDeepUnit); });
+            }) == 0);
+      std::string deeper = WaitForScrape(kpathd, [&](const std::string& b) {
+        return MetricValue(b, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kDeepUnit}})
+                   .value_or(0) >= kRuns;
+      });
+      CHECK(MkdirsOf(deeper, comm, kDeepUnit) == kRuns);
+      CHECK(MetricValue(deeper, "kpath_cgroup_rmdir_total",
+                        {{"comm", comm}, {"unit", kDeepUnit}}) == kRuns);
+      CHECK(MetricValue(deeper, "kpath_cgroup_churn_unlabelled_total") == 0);
     }
   }
 }

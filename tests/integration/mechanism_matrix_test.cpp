@@ -6,17 +6,23 @@
 // (tests/qemu/run.sh) adds fentry and kprobe on pcpu_alloc, __alloc_percpu_gfp, the madvise
 // syscall wrapper and do_madvise, and names them in KPATH_EXPECT_MECHANISMS so that a plan that
 // does not attach there fails instead of being skipped.
+#include <bpf/bpf.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fmt/format.h"
@@ -171,6 +177,169 @@ TEST_CASE("percpu: every plan this kernel supports, attached alone, counts the s
       CHECK(c.bytes <= reference.bytes);
     } else {
       CHECK(c.bytes == entry_reference->bytes);
+    }
+  }
+}
+
+namespace {
+
+// The value of the counter or gauge `name` whose label `label` is `value` (0 if absent).
+double SampleValue(const kpath::MetricFamilies& families, const std::string& name,
+                   const std::string& label, const std::string& value) {
+  for (const prometheus::MetricFamily& family : families) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      if (LabelOf(metric, label) != value) continue;
+      return family.type == prometheus::MetricType::Gauge ? metric.gauge.value
+                                                          : metric.counter.value;
+    }
+  }
+  return 0;
+}
+
+// In a child named `comm`: `count` memory cgroups under `parent` that each get a page of shm
+// charged and are removed, so that they stay dying with their percpu memory (seed 000).
+bool LeakMemoryCgroups(const std::string& comm, const std::string& parent, int count) {
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+    return static_cast<bool>(out.flush());
+  };
+  return RunNamed(comm, [&] {
+    std::string self = std::to_string(getpid());
+    for (int i = 0; i < count; ++i) {
+      std::string cg = parent + "/leak-" + std::to_string(i);
+      if (mkdir(cg.c_str(), 0755) != 0 || !write(cg + "/cgroup.procs", self) ||
+          !write("/dev/shm/kpath-matrix-leak-" + std::to_string(i), std::string(4096, 'x')) ||
+          !write(parent + "/cgroup.procs", self) || rmdir(cg.c_str()) != 0) {
+        return false;
+      }
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
+TEST_CASE(
+    "percpu: the array table and its hash-map fallback match frees to allocations alike, "
+    "through every tracepoint mechanism",
+    "[percpu][mechanisms][matrix][outstanding]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  kpath::RouteLibbpfLogsToSpdlog();
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  const std::string caller = "mem_cgroup_css_alloc";
+  const std::string parent = *root + "/kpath-matrix-outstanding.slice";
+  constexpr int kChurn = 300, kLeak = 20;
+  // The fallback is what kernels without BPF atomics (before 5.12) load: forced here.
+  for (bool table : {true, false}) {
+    for (kpath::Mechanism mechanism :
+         {kpath::Mechanism::kTpBtf, kpath::Mechanism::kRawTp, kpath::Mechanism::kTracepoint}) {
+      std::string name = fmt::format("{} with the {}", kpath::MechanismName(mechanism),
+                                     table ? "array table" : "hash map");
+      DYNAMIC_SECTION(name) {
+        kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(), {.live_table = table});
+        const kpath::AttachPlan plan{mechanism, "percpu:percpu_alloc_percpu"};
+        if (!AttachAlone(probe, plan, kernel, "percpu_alloc")) continue;
+        for (const kpath::OwnBpfProgram& program : probe.Programs()) {
+          CHECK(program.program.ends_with("_hash") == !table);
+        }
+        mkdir(parent.c_str(), 0755);
+        if (std::filesystem::exists(*root + "/cgroup.subtree_control")) {
+          std::ofstream(*root + "/cgroup.subtree_control") << "+memory";
+          std::ofstream(parent + "/cgroup.subtree_control") << "+memory";
+        }
+        kpath::MetricFamilies start;
+        REQUIRE(probe.Collect(start).ok());
+        // Churn: every memcg's percpu memory is freed soon after its rmdir (RCU, a workqueue).
+        REQUIRE(
+            RunNamed("kpo-churn", [&] { return ChurnCgroups(parent, "churn", kChurn) == kChurn; }));
+        bool leaked_all = LeakMemoryCgroups("kpo-leak", parent, kLeak);
+        kpath::MetricFamilies now;
+        double churned = 0, leaked = 0, outstanding = 0;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+        do {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          now.clear();
+          REQUIRE(probe.Collect(now).ok());
+          churned =
+              SumForComm(now, "kpath_percpu_alloc_bytes_total", "kpo-churn", "caller")[caller];
+          leaked = SumForComm(now, "kpath_percpu_alloc_bytes_total", "kpo-leak", "caller")[caller];
+          outstanding = SampleValue(now, "kpath_percpu_outstanding_bytes", "caller", caller);
+        } while (outstanding > leaked + churned / 2 && std::chrono::steady_clock::now() < deadline);
+        probe.Detach();
+        for (int i = 0; i < kLeak; ++i) {
+          unlink(("/dev/shm/kpath-matrix-leak-" + std::to_string(i)).c_str());
+        }
+        rmdir(parent.c_str());
+        REQUIRE(leaked_all);
+        INFO(name << ": churned " << churned << " bytes, leaked " << leaked << ", outstanding "
+                  << outstanding);
+        CHECK(churned > 0);
+        CHECK(leaked > 0);
+        // Every leaked byte is still held; the churned ones were matched to their frees (other
+        // processes' memcgs, created meanwhile, can only add to what is outstanding).
+        CHECK(outstanding >= leaked);
+        CHECK(outstanding <= leaked + churned / 2);
+        CHECK(SampleValue(now, "kpath_events_lost_total", "reason", "tracking_map_full") == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "percpu: tens of thousands of live allocations, more than the table's hot part holds, are "
+    "matched to their frees",
+    "[percpu][mechanisms][outstanding]") {
+  REQUIRE(IsRoot());
+  kpath::RouteLibbpfLogsToSpdlog();
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  // A preallocated per-CPU hash map allocates per-CPU memory for each of its elements (caller
+  // bpf_map_alloc_percpu) and frees it when the map goes: long-lived allocations by the
+  // thousand, the case the table's spill part exists for.
+  const std::string caller = "bpf_map_alloc_percpu";
+  constexpr uint32_t kElements = 30000;
+  std::string comm;
+  std::getline(std::ifstream("/proc/self/comm"), comm);
+  for (bool table : {true, false}) {
+    DYNAMIC_SECTION((table ? "array table" : "hash map")) {
+      kpath::PercpuAllocProbe probe(
+          kernel, kpath::HostPaths(),
+          {.max_tracked_allocations = 2 * kElements, .live_table = table});
+      const kpath::AttachPlan plan{kpath::Mechanism::kTpBtf, "percpu:percpu_alloc_percpu"};
+      if (!AttachAlone(probe, plan, kernel, "percpu_alloc")) continue;
+      kpath::MetricFamilies before, held, after;
+      REQUIRE(probe.Collect(before).ok());
+      int map = bpf_map_create(BPF_MAP_TYPE_PERCPU_HASH, "kpath_test_pc", sizeof(uint64_t),
+                               sizeof(uint64_t), kElements, nullptr);
+      REQUIRE(map >= 0);
+      REQUIRE(probe.Collect(held).ok());
+      close(map);
+      // The map's memory is freed after an RCU grace period, from a workqueue.
+      double outstanding = 0;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      double allocated = 0, at_start = 0, while_held = 0;
+      do {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        after.clear();
+        REQUIRE(probe.Collect(after).ok());
+        allocated = SumForComm(held, "kpath_percpu_alloc_bytes_total", comm, "caller")[caller] -
+                    SumForComm(before, "kpath_percpu_alloc_bytes_total", comm, "caller")[caller];
+        at_start = SampleValue(before, "kpath_percpu_outstanding_bytes", "caller", caller);
+        while_held = SampleValue(held, "kpath_percpu_outstanding_bytes", "caller", caller);
+        outstanding = SampleValue(after, "kpath_percpu_outstanding_bytes", "caller", caller);
+      } while (outstanding > at_start + allocated / 20 &&
+               std::chrono::steady_clock::now() < deadline);
+      probe.Detach();
+      INFO("allocated " << allocated << " bytes; outstanding at start " << at_start
+                        << ", with the map " << while_held << ", after it " << outstanding);
+      CHECK(allocated >= kElements * 8.0);
+      CHECK(SampleValue(held, "kpath_events_lost_total", "reason", "tracking_map_full") == 0);
+      // Every element's memory was held, and given back (others' maps can only add).
+      CHECK(while_held - at_start >= allocated);
+      CHECK(while_held - outstanding >= allocated);
     }
   }
 }

@@ -14,33 +14,42 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kLinux618 = fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
 
-cgroup_churn_key Key(const std::string& comm, const std::string& tail, bool truncated = false) {
+// The labels of a key counted for process `comm` and the path tail user space received for it.
+std::vector<std::string> Labels(const std::string& comm, const std::string& tail,
+                                bool truncated = false) {
   cgroup_churn_key key;
   std::memset(&key, 0, sizeof(key));
   std::memcpy(key.comm, comm.data(), std::min(comm.size(), sizeof(key.comm)));
-  std::memcpy(key.path_tail, tail.data(), std::min(tail.size(), sizeof(key.path_tail) - 1));
-  key.truncated = truncated ? 1 : 0;
-  return key;
+  cgroup_churn_path path;
+  std::memset(&path, 0, sizeof(path));
+  std::memcpy(path.tail, tail.data(), std::min(tail.size(), sizeof(path.tail) - 1));
+  path.truncated = truncated ? 1 : 0;
+  return CgroupChurnLabels(key, path);
 }
 
 TEST_CASE("a counted key becomes its process and folded unit", "[cgroups][churn]") {
-  CHECK(CgroupChurnLabels(Key("systemd", "/system.slice/run-u4711.service")) ==
+  CHECK(Labels("systemd", "/system.slice/run-u4711.service") ==
         std::vector<std::string>{"systemd", "run-*.service"});
-  CHECK(CgroupChurnLabels(Key("kpath-churner", "/kpath-test.slice/kpath-churn.service")) ==
+  CHECK(Labels("kpath-churner", "/kpath-test.slice/kpath-churn.service") ==
         std::vector<std::string>{"kpath-churner", "kpath-churn.service"});
-  CHECK(CgroupChurnLabels(Key("containerd", "/")) ==
-        std::vector<std::string>{"containerd", "none"});
+  CHECK(Labels("containerd", "/") == std::vector<std::string>{"containerd", "none"});
+  CHECK(Labels("containerd", "") == std::vector<std::string>{"containerd", "none"});
   // The kernel keeps a NUL in the 16 bytes; the read is bounded even without one.
-  CHECK(CgroupChurnLabels(Key("0123456789abcdef", "/a.slice"))[0] == "0123456789abcdef");
-  CHECK(CgroupChurnLabels(Key("x", "ice/kpath-churn.service", true))[1] == "kpath-churn.service");
+  CHECK(Labels("0123456789abcdef", "/a.slice")[0] == "0123456789abcdef");
+  CHECK(Labels("x", "ice/kpath-churn.service", true)[1] == "kpath-churn.service");
+  // A tail that fills all 128 bytes without a NUL is still read within bounds.
+  cgroup_churn_path full;
+  std::memset(full.tail, 'a', sizeof(full.tail));
+  full.truncated = 1;
+  CHECK(CgroupChurnUnit(full) == "none");
 }
 
 TEST_CASE("label values are valid UTF-8 whatever the bytes", "[cgroups][churn]") {
   // "进程" cut in its last character by the 15-byte comm limit, and a control character.
   std::string comm = "\xe8\xbf\x9b\xe7\xa8";
-  CHECK(CgroupChurnLabels(Key(comm, "/"))[0] == "\xe8\xbf\x9b??");
-  CHECK(CgroupChurnLabels(Key("a\tb", "/"))[0] == "a?b");
-  CHECK(CgroupChurnLabels(Key("\xe8\xbf\x9b\xe7\xa8\x8b", "/"))[0] == "\xe8\xbf\x9b\xe7\xa8\x8b");
+  CHECK(Labels(comm, "/")[0] == "\xe8\xbf\x9b??");
+  CHECK(Labels("a\tb", "/")[0] == "a?b");
+  CHECK(Labels("\xe8\xbf\x9b\xe7\xa8\x8b", "/")[0] == "\xe8\xbf\x9b\xe7\xa8\x8b");
 }
 
 TEST_CASE("the STATUS fragment gives the churn rate and the busiest unit", "[cgroups][churn]") {
