@@ -20,11 +20,13 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kpath_bench import free_port, memory_cgroup_root, wait_for  # noqa: E402
 
 # hook -> (kpathd program-name prefix, category, bpftrace probe with a seed-style action: bytes
 # by process, or counts by process and path)
@@ -68,41 +70,6 @@ def prog_stats():
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
                          check=True).stdout
     return {p["id"]: p for p in json.loads(out)}
-
-
-def memory_cgroup_root():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            dash = fields.index("-")
-            fstype, opts = fields[dash + 1], fields[dash + 3] if len(fields) > dash + 3 else ""
-            if fstype == "cgroup" and "memory" in opts.split(","):
-                return fields[4]
-    for line in open("/proc/self/mountinfo"):
-        fields = line.split()
-        dash = fields.index("-")
-        if fields[dash + 1] == "cgroup2":
-            with open(os.path.join(fields[4], "cgroup.controllers")) as c:
-                if "memory" in c.read().split():
-                    return fields[4]
-    sys.exit("no memory cgroup hierarchy mounted")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    sys.exit(f"timed out waiting for {what}")
 
 
 def main():

@@ -30,31 +30,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "bench"))
-from kpath_bench import free_port, metrics, samples, wait_for  # noqa: E402
+from kpath_bench import free_port, memory_cgroup_root, metrics, samples, wait_for  # noqa: E402
 
 PR_SET_NAME = 15
 MADV_DONTNEED = 4
-
-
-def memory_cgroup_root():
-    """Where the memory controller's hierarchy is mounted (v1 memory, else v2 with memory)."""
-    with open("/proc/self/mountinfo") as f:
-        lines = [line.split() for line in f]
-    for fields in lines:
-        dash = fields.index("-")
-        opts = fields[dash + 3] if len(fields) > dash + 3 else ""
-        if fields[dash + 1] == "cgroup" and "memory" in opts.split(","):
-            return fields[4]
-    for fields in lines:
-        dash = fields.index("-")
-        if fields[dash + 1] == "cgroup2":
-            try:
-                with open(os.path.join(fields[4], "cgroup.controllers")) as c:
-                    if "memory" in c.read().split():
-                        return fields[4]
-            except OSError:
-                pass
-    return None
 
 
 class Workload:
@@ -67,7 +46,11 @@ class Workload:
         self.counts = {"cgroups": 0, "processes": 0, "madvise": 0, "scrapes": 0,
                        "scrape_errors": 0}
         self.lock = threading.Lock()
-        root = memory_cgroup_root()
+        try:
+            root = memory_cgroup_root()
+        except RuntimeError as e:
+            print(f"soak: no cgroup churn: {e}")
+            root = None
         self.parent = os.path.join(root, f"kpath-soak-{os.getpid()}") if root else None
 
     def add(self, key, n=1):

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/kpathd_process.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using namespace kpath::testing;
@@ -18,14 +19,8 @@ TEST_CASE("a FIFO and a garbled file in the procfs tree fail only their own coll
           "[daemon][hostile]") {
   namespace fs = std::filesystem;
   fs::path fixture = fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
-  fs::path root = fs::temp_directory_path() / ("kpath-hostile-" + std::to_string(getpid()));
-  struct Cleanup {
-    fs::path root;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } cleanup{root};
+  TempDir temp;
+  fs::path root = fs::path(temp.path()) / "tree";
   fs::copy(fixture, root, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   fs::remove(root / "proc/meminfo");
   REQUIRE(::mkfifo((root / "proc/meminfo").c_str(), 0600) == 0);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/kpathd_process.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using namespace kpath::testing;
@@ -37,16 +38,10 @@ TEST_CASE("a probe whose tracepoint appears after start is retried and attaches"
     WARN("skipped: no tlb:tlb_flush tracepoint in a mounted tracefs here");
     return;
   }
-  fs::path root = fs::temp_directory_path() / ("kpath-retry-" + std::to_string(getpid()));
+  TempDir temp;
+  fs::path root = temp.path();
   fs::path events = root / "sys/kernel/tracing/events";
   fs::create_directories(events);
-  struct Cleanup {
-    fs::path root;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(root, ec);
-    }
-  } cleanup{root};
 
   KpathdProcess kpathd({.args = {"--sysfs-root", (root / "sys").string()},
                         .config_yaml =
