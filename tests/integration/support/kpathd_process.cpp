@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -186,9 +187,14 @@ KpathdProcess::KpathdProcess(KpathdOptions options) {
     args.push_back("--listen");
     args.push_back("127.0.0.1:" + std::to_string(port_));
   }
+  const pid_t test_pid = getpid();
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // A test process killed outright (a timeout, ^C) takes its kpathd with it: nothing stays
+    // running or attached.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != test_pid) _exit(1);
     int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     dup2(log, 1);
     dup2(log, 2);
