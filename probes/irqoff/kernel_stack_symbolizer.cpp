@@ -3,33 +3,10 @@
 #include <algorithm>
 
 #include "fmt/format.h"
+#include "probes/kernel/kernel_features.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
-
-namespace {
-
-bool ParseHexAddress(std::string_view text, uint64_t& out) {
-  if (text.empty() || text.size() > 16) return false;
-  uint64_t value = 0;
-  for (char c : text) {
-    int digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    value = (value << 4) | static_cast<uint64_t>(digit);
-  }
-  out = value;
-  return true;
-}
-
-}  // namespace
 
 absl::StatusOr<KallsymsOutsideVmlinux> ParseKallsymsOutsideVmlinux(
     std::string_view text, std::span<const std::string_view> wanted) {
@@ -46,7 +23,7 @@ absl::StatusOr<KallsymsOutsideVmlinux> ParseKallsymsOutsideVmlinux(
     size_t sp1 = line.find(' ');
     if (sp1 == std::string_view::npos || sp1 + 3 > line.size() || line[sp1 + 2] != ' ') continue;
     uint64_t address = 0;
-    if (!ParseHexAddress(line.substr(0, sp1), address)) continue;
+    if (!ParseHex(line.substr(0, sp1), address)) continue;
     ++lines;
     std::string_view rest = line.substr(sp1 + 3);
     std::string_view name = rest.substr(0, rest.find_first_of(" \t"));

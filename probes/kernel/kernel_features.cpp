@@ -183,26 +183,6 @@ bool IsCloneSuffix(std::string_view suffix) {
 
 bool IsFunctionType(char type) { return type == 't' || type == 'T' || type == 'w' || type == 'W'; }
 
-bool ParseHex(std::string_view text, uint64_t& out) {
-  if (text.empty() || text.size() > 16) return false;
-  uint64_t value = 0;
-  for (char c : text) {
-    int digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    value = (value << 4) | static_cast<uint64_t>(digit);
-  }
-  out = value;
-  return true;
-}
-
 // Event and category names become path components: refuse anything that could leave events/.
 bool IsSafeName(std::string_view name) {
   return !name.empty() && name != "." && name != ".." &&
@@ -278,6 +258,26 @@ absl::StatusOr<TracepointFormat> ParseTracepointFormat(std::string_view text) {
     return absl::InvalidArgumentError("tracepoint format: 'format:' section has no fields");
   }
   return format;
+}
+
+bool ParseHex(std::string_view text, uint64_t& out) {
+  if (text.empty() || text.size() > 16) return false;
+  uint64_t value = 0;
+  for (char c : text) {
+    int digit;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      digit = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    value = (value << 4) | static_cast<uint64_t>(digit);
+  }
+  out = value;
+  return true;
 }
 
 absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text) {

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "config_parse.h"
+
 namespace Catch {
 // Failed equality checks print the settings instead of "{?}".
 template <>
@@ -39,6 +41,8 @@ namespace {
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
+using testing::ErrorOf;
+using testing::Parse;
 
 const std::string kShippedFile = KPATH_SOURCE_DIR "/config/kpathd.yaml";
 const std::string kFixtures = KPATH_FIXTURES "/config/";
@@ -49,22 +53,6 @@ std::string ReadFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-Config Parse(const std::string& yaml) {
-  absl::StatusOr<Config> config = ParseConfig(yaml, "kpathd.yaml");
-  INFO(yaml);
-  REQUIRE(config.ok());
-  return *config;
-}
-
-// The error message, for YAML that must be rejected.
-std::string ErrorOf(const std::string& yaml) {
-  absl::StatusOr<Config> config = ParseConfig(yaml, "kpathd.yaml");
-  INFO(yaml);
-  REQUIRE_FALSE(config.ok());
-  CHECK(config.status().code() == absl::StatusCode::kInvalidArgument);
-  return std::string(config.status().message());
 }
 
 // A temporary file removed when the test ends, pass or fail.

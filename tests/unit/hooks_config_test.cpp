@@ -2,27 +2,12 @@
 // hot-function list, and the errors a wrong value gets.
 #include <catch2/catch.hpp>
 
+#include "config_parse.h"
 #include "daemon/config.h"
 
 using namespace kpath;
-
-namespace {
-
-Config Parse(const std::string& yaml) {
-  absl::StatusOr<Config> config = ParseConfig(yaml, "kpathd.yaml");
-  INFO(yaml);
-  REQUIRE(config.ok());
-  return *config;
-}
-
-std::string ErrorOf(const std::string& yaml) {
-  absl::StatusOr<Config> config = ParseConfig(yaml, "kpathd.yaml");
-  INFO(yaml);
-  REQUIRE_FALSE(config.ok());
-  return std::string(config.status().message());
-}
-
-}  // namespace
+using kpath::testing::ErrorOf;
+using kpath::testing::Parse;
 
 TEST_CASE("hooks defaults: refreshed every 15 s, sampled BPF statistics, seed 002's hot functions",
           "[hooks][config]") {

@@ -2,28 +2,13 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "config_parse.h"
 #include "daemon/config.h"
 
 using namespace kpath;
 using Catch::Matchers::Contains;
-
-namespace {
-
-std::string ErrorOf(const std::string& yaml) {
-  absl::StatusOr<Config> config = ParseConfig(yaml, "kpathd.yaml");
-  INFO(yaml);
-  REQUIRE_FALSE(config.ok());
-  return std::string(config.status().message());
-}
-
-Config Parse(const std::string& yaml) {
-  absl::StatusOr<Config> config = ParseConfig(yaml, "kpathd.yaml");
-  INFO(yaml << (config.ok() ? "" : std::string(config.status().message())));
-  REQUIRE(config.ok());
-  return *config;
-}
-
-}  // namespace
+using kpath::testing::ErrorOf;
+using kpath::testing::Parse;
 
 TEST_CASE("irqoff and slab defaults catch seed 001 without a costly read", "[config][irqoff]") {
   const Config config;
