@@ -323,6 +323,12 @@ absl::StatusOr<KallsymsIndex> KallsymsIndex::Parse(std::string_view text) {
   size_t parsed = 0, skipped = 0;
   bool any_nonzero = false;
   index.by_address_.reserve(text.size() / 40);
+  index.names_.reserve(text.size() / 3);
+  auto keep_name = [&index](std::string_view name) {
+    NameRef ref{static_cast<uint32_t>(index.names_.size()), static_cast<uint32_t>(name.size())};
+    index.names_.append(name);
+    return ref;
+  };
   size_t pos = 0;
   while (pos < text.size()) {
     size_t eol = text.find('\n', pos);
@@ -343,15 +349,11 @@ absl::StatusOr<KallsymsIndex> KallsymsIndex::Parse(std::string_view text) {
     std::string_view rest = line.substr(sp1 + 3);
     size_t name_end = rest.find_first_of(" \t");
     std::string_view name = rest.substr(0, name_end);
-    std::string_view module;
     if (name_end != std::string_view::npos) {
       std::string_view tail = Trim(rest.substr(name_end));
-      if (!tail.empty()) {
-        if (tail.size() < 3 || tail.front() != '[' || tail.back() != ']') {
-          ++skipped;
-          continue;
-        }
-        module = tail.substr(1, tail.size() - 2);
+      if (!tail.empty() && (tail.size() < 3 || tail.front() != '[' || tail.back() != ']')) {
+        ++skipped;
+        continue;
       }
     }
     if (name.empty() || !absl::ascii_isalpha(static_cast<unsigned char>(type))) {
@@ -363,9 +365,12 @@ absl::StatusOr<KallsymsIndex> KallsymsIndex::Parse(std::string_view text) {
     // `__pfx_<f>` marks the padding before each function (6.2+, CONFIG_FUNCTION_PADDING): not
     // a function, never a probe target, and half of all symbols on such kernels.
     if (IsFunctionType(type) && !StartsWith(name, "__pfx_")) {
-      index.by_address_.push_back(Symbol{address, std::string(name), std::string(module)});
+      index.by_address_.push_back(Symbol{address, keep_name(name)});
     } else if (StartsWith(name, "__tracepoint_")) {
-      index.tracepoint_symbols_.emplace_back(name);
+      index.tracepoint_symbols_.push_back(keep_name(name));
+    }
+    if (index.names_.size() > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError("kallsyms: names too long");
     }
   }
   if (parsed == 0) {
@@ -382,23 +387,34 @@ absl::StatusOr<KallsymsIndex> KallsymsIndex::Parse(std::string_view text) {
   if (!std::is_sorted(index.by_address_.begin(), index.by_address_.end(), by_address)) {
     std::stable_sort(index.by_address_.begin(), index.by_address_.end(), by_address);
   }
+  // The reserves above are guesses from the text's size: give back what the names and symbols
+  // did not use (the index lives as long as the daemon).
+  index.names_.shrink_to_fit();
+  index.by_address_.shrink_to_fit();
+  index.tracepoint_symbols_.shrink_to_fit();
   // Sorting (name, index) pairs touches far less memory than sorting indices into Symbols.
   std::vector<std::pair<std::string_view, uint32_t>> names;
   names.reserve(index.by_address_.size());
   for (size_t i = 0; i < index.by_address_.size(); ++i) {
-    names.emplace_back(index.by_address_[i].name, static_cast<uint32_t>(i));
+    names.emplace_back(index.Name(index.by_address_[i].name), static_cast<uint32_t>(i));
   }
   std::sort(names.begin(), names.end());
   index.by_name_.reserve(names.size());
   for (const auto& [name, i] : names) index.by_name_.push_back(i);
-  std::sort(index.tracepoint_symbols_.begin(), index.tracepoint_symbols_.end());
+  std::sort(index.tracepoint_symbols_.begin(), index.tracepoint_symbols_.end(),
+            [&index](NameRef a, NameRef b) { return index.Name(a) < index.Name(b); });
   return index;
+}
+
+size_t KallsymsIndex::MemoryBytes() const {
+  return names_.capacity() + by_address_.capacity() * sizeof(Symbol) +
+         by_name_.capacity() * sizeof(uint32_t) + tracepoint_symbols_.capacity() * sizeof(NameRef);
 }
 
 std::vector<uint32_t>::const_iterator KallsymsIndex::NameLowerBound(std::string_view name) const {
   return std::lower_bound(
       by_name_.begin(), by_name_.end(), name,
-      [this](uint32_t i, std::string_view n) { return by_address_[i].name < n; });
+      [this](uint32_t i, std::string_view n) { return Name(by_address_[i].name) < n; });
 }
 
 std::optional<std::string> KallsymsIndex::ResolveFunction(std::string_view name) const {
@@ -407,27 +423,28 @@ std::optional<std::string> KallsymsIndex::ResolveFunction(std::string_view name)
   // Clones sort right after "name." in the map. Prefer the shortest (fewest transformations),
   // then the alphabetically first, so the answer is stable.
   std::string prefix = absl::StrCat(Av(name), ".");
-  std::optional<std::string> best;
-  for (auto it = NameLowerBound(prefix);
-       it != by_name_.end() && StartsWith(by_address_[*it].name, prefix); ++it) {
-    const std::string& candidate = by_address_[*it].name;
-    if (!IsCloneSuffix(std::string_view(candidate).substr(prefix.size()))) continue;
+  std::optional<std::string_view> best;
+  for (auto it = NameLowerBound(prefix); it != by_name_.end(); ++it) {
+    std::string_view candidate = Name(by_address_[*it].name);
+    if (!StartsWith(candidate, prefix)) break;
+    if (!IsCloneSuffix(candidate.substr(prefix.size()))) continue;
     if (!best || candidate.size() < best->size()) best = candidate;
   }
-  return best;
+  if (!best) return std::nullopt;
+  return std::string(*best);
 }
 
 bool KallsymsIndex::HasSymbol(std::string_view name) const {
   auto it = NameLowerBound(name);
-  return it != by_name_.end() && by_address_[*it].name == name;
+  return it != by_name_.end() && Name(by_address_[*it].name) == name;
 }
 
 bool KallsymsIndex::HasTracepoint(std::string_view event) const {
   if (event.empty()) return false;
-  if (std::binary_search(tracepoint_symbols_.begin(), tracepoint_symbols_.end(),
-                         absl::StrCat("__tracepoint_", Av(event)))) {
-    return true;
-  }
+  std::string symbol = absl::StrCat("__tracepoint_", Av(event));
+  auto it = std::lower_bound(tracepoint_symbols_.begin(), tracepoint_symbols_.end(), symbol,
+                             [this](NameRef ref, std::string_view n) { return Name(ref) < n; });
+  if (it != tracepoint_symbols_.end() && Name(*it) == symbol) return true;
   return HasSymbol(absl::StrCat("__traceiter_", Av(event)));
 }
 
@@ -437,7 +454,7 @@ std::optional<std::string> KallsymsIndex::Symbolize(uint64_t address) const {
                              [](uint64_t a, const Symbol& s) { return a < s.address; });
   if (it == by_address_.begin()) return std::nullopt;
   --it;
-  std::string_view name = it->name;
+  std::string_view name = Name(it->name);
   // A C identifier has no '.': anything after one is a compiler suffix (.isra.0, .cold, ...).
   name = name.substr(0, name.find('.'));
   return std::string(name);

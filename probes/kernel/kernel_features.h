@@ -48,14 +48,10 @@ bool ParseHex(std::string_view text, uint64_t& out);
 absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text);
 
 // /proc/kallsyms, parsed. Function symbols only (types t, T, w, W), sorted by address.
+// Compact: 20 bytes per function plus its name once in one blob (2.7 MB for 64k functions;
+// per-symbol std::strings took ~7 MB), since one index lives as long as the daemon.
 class KallsymsIndex {
  public:
-  struct Symbol {
-    uint64_t address = 0;
-    std::string name;    // "pcpu_alloc_noprof", suffixes kept as the kernel has them
-    std::string module;  // "" for vmlinux, "ext4" for [ext4]
-  };
-
   static absl::StatusOr<KallsymsIndex> Parse(std::string_view text);
 
   // The symbol the kernel really has for a function name: the exact name, else a compiler clone
@@ -72,16 +68,32 @@ class KallsymsIndex {
   // True when every address is 0 (kptr_restrict hides them from this reader).
   bool AddressesHidden() const { return addresses_hidden_; }
   size_t size() const { return by_address_.size(); }
+  // Heap bytes the index holds (its vectors' capacities and the name blob).
+  size_t MemoryBytes() const;
 
  private:
-  std::vector<Symbol> by_address_;  // without `__pfx_*` padding markers (not functions)
-  // Indices into by_address_, sorted by name (then address). A sorted vector rather than a map
-  // keyed by a copy of each name: it halves the allocations and builds ~3x faster on 200k lines.
-  std::vector<uint32_t> by_name_;
+  // A name in names_: no terminator, no copy of its own. The module of a module symbol is not
+  // kept: no lookup uses it.
+  struct NameRef {
+    uint32_t offset = 0;
+    uint32_t size = 0;
+  };
+  struct Symbol {
+    uint64_t address = 0;
+    NameRef name;  // "pcpu_alloc_noprof", suffixes kept as the kernel has them
+  };
+  std::string_view Name(NameRef ref) const {
+    return std::string_view(names_).substr(ref.offset, ref.size);
+  }
   // Index of the first by_name_ entry whose name is >= `name`.
   std::vector<uint32_t>::const_iterator NameLowerBound(std::string_view name) const;
-  // Names of `__tracepoint_*` data symbols, sorted: the only non-function symbols kept.
-  std::vector<std::string> tracepoint_symbols_;
+
+  std::string names_;               // every kept name, back to back
+  std::vector<Symbol> by_address_;  // without `__pfx_*` padding markers (not functions)
+  // Indices into by_address_, sorted by name (then address).
+  std::vector<uint32_t> by_name_;
+  // `__tracepoint_*` data symbols, sorted by name: the only non-function symbols kept.
+  std::vector<NameRef> tracepoint_symbols_;
   bool addresses_hidden_ = false;
 };
 

@@ -20,7 +20,7 @@ namespace kpath {
 bool IsLinkerMarkerSymbol(std::string_view name);
 
 // The index of `paths`' kallsyms, parsed once for the whole process while anyone holds it: the
-// kernel-feature cache and the percpu probe's symbolizer share one copy (~7 MB resident for 64k
+// kernel-feature cache and the percpu probe's symbolizer share one copy (~2.7 MB for 64k
 // functions) instead of parsing one each. `modules`: /proc/modules as the caller read it; another
 // text (a module came or went) parses the file anew.
 absl::StatusOr<std::shared_ptr<const KallsymsIndex>> SharedKallsymsIndex(

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <sstream>
 #include <string>
 
 #include "probes/kernel/host_paths.h"
@@ -216,7 +218,7 @@ TEST_CASE("kallsyms symbolizes to the containing function without offset or suff
   CHECK(index->Symbolize(0) == std::nullopt);
 }
 
-TEST_CASE("kallsyms keeps module names and sorts by address", "[kallsyms]") {
+TEST_CASE("kallsyms indexes module functions and sorts by address", "[kallsyms]") {
   auto index = KallsymsIndex::Parse(
       "ffffffffc0a02000 t late\t[xfs]\n"
       "ffffffff81000100 T early\n");
@@ -273,6 +275,25 @@ TEST_CASE("kallsyms fixture from 6.18 resolves real clone names", "[kallsyms]") 
   CHECK(index->ResolveFunction("ftrace_trampoline") == "ftrace_trampoline");  // [module] line
   // 6.18 without CONFIG_KALLSYMS_ALL lists no __tracepoint_ data, but __traceiter_ functions.
   CHECK(index->HasTracepoint("percpu_alloc_percpu"));
+}
+
+TEST_CASE("kallsyms keeps each name once, with ~20 bytes per function besides", "[kallsyms]") {
+  const std::string text = ReadFixture(kLinux618 / "proc/kallsyms");
+  auto index = KallsymsIndex::Parse(text);
+  REQUIRE(index.ok());
+  // Names of the kept functions (no __pfx_ markers, no data), as the index must hold them.
+  size_t name_bytes = 0;
+  std::istringstream lines(text);
+  for (std::string address, type, name; lines >> address >> type >> name;) {
+    if (std::string_view("tTwW").find(type) != std::string_view::npos &&
+        !name.starts_with("__pfx_")) {
+      name_bytes += name.size();
+    }
+    lines.ignore(std::numeric_limits<std::streamsize>::max(), '\n');  // a [module] tag
+  }
+  REQUIRE(name_bytes > 0);
+  // Address and name reference (16 bytes), its place in name order (4): no per-symbol string.
+  CHECK(index->MemoryBytes() <= name_bytes + 20 * index->size() + 64);
 }
 
 TEST_CASE("one kallsyms index is shared while held and parsed anew when modules change",
