@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/thread_stack.h"
 #include "fmt/format.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
@@ -27,6 +28,11 @@ int LogCivetwebMessage(const mg_connection*, const char* message) {
   spdlog::debug("civetweb: {}", message);
   return 1;
 }
+
+// Called on the worker thread as civetweb closes each connection, with the request's deep calls
+// returned: without it each of web.max_connections workers that ever served a scrape keeps that
+// scrape's stack pages (~20 KiB) resident for the life of the daemon (bench/README.md, "Memory").
+void ReleaseWorkerStack(const mg_connection*) { ReleaseStackBelowCaller(); }
 
 // civetweb's master thread notices a stop only when its poll() on the listening socket returns,
 // which can take its whole timeout quantum (2 s). Connecting to our own port wakes it at once.
@@ -133,6 +139,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   std::unique_ptr<MetricsServer> server(new MetricsServer(listen_address, *std::move(security)));
   CivetCallbacks callbacks;
   callbacks.log_message = LogCivetwebMessage;
+  callbacks.connection_close = ReleaseWorkerStack;
   if (server->tls_on_) {
     server->tls_ = std::make_unique<TlsServerContext>(server->security_.tls);
     server->tls_->Install();
