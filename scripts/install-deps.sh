@@ -10,7 +10,7 @@ build_pkgs=(
   clang llvm libbpf-dev bpftool linux-libc-dev
   libelf-dev zlib1g-dev
   prometheus-cpp-dev libcivetweb-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libabsl-dev
-  libsystemd-dev libssl-dev libcrypt-dev
+  libssl-dev libcrypt-dev
   catch2
 )
 test_pkgs=(
