@@ -39,7 +39,10 @@ const std::vector<ProbeMechanisms>& ProbeTable() {
        {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint, Mechanism::kFentry,
         Mechanism::kKprobe}},
       {"cgroup_churn", {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint}},
-      {"madvise", {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint}},
+      // The syscall tracepoint only when asked for, as for slabinfo_readers below.
+      {"madvise",
+       {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint},
+       {Mechanism::kFentry, Mechanism::kKprobe}},
       {"tlb_flush", {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint}},
       // preemptirq tracepoints (exact), then perf_event: NMI sampling, else software timers.
       {"irqoff",

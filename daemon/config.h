@@ -72,8 +72,8 @@ const std::vector<std::string_view>& KnownProbeNames();
 const std::vector<Mechanism>& SupportedMechanisms(std::string_view probe);
 
 // What an empty ProbeConfig::mechanisms means (Config::Probe fills it in): all the supported
-// mechanisms, except where one is too costly to use unasked (slabinfo_readers' syscall
-// tracepoints).
+// mechanisms, except where one is too costly to use unasked (the syscall tracepoints of madvise
+// and slabinfo_readers).
 const std::vector<Mechanism>& DefaultMechanisms(std::string_view probe);
 
 // Parses YAML text. `source` names the file in errors: "<source>:<line>: <what>".

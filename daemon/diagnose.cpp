@@ -158,13 +158,24 @@ std::string Rate(double per_second) {
 
 std::string Count(double n) { return fmt::format("{:.0f}", n); }
 
-bool ProbeAttached(const Samples& s, const std::string& probe) {
-  for (const Sample& p : s.Get("kpath_probe_attached"))
+// Whether `metric`{probe} is positive.
+bool ProbeFlag(const Samples& s, const std::string& metric, const std::string& probe) {
+  for (const Sample& p : s.Get(metric))
     if (p.labels.count("probe") && p.labels.at("probe") == probe && p.value > 0) return true;
   return false;
 }
 
-std::string NotAttached(const std::string& probe) {
+bool ProbeAttached(const Samples& s, const std::string& probe) {
+  return ProbeFlag(s, "kpath_probe_attached", probe);
+}
+
+std::string NotAttached(const Samples& s, const std::string& probe) {
+  if (ProbeFlag(s, "kpath_probe_excluded_by_config", probe)) {
+    return fmt::format(
+        "not checked: probe {} is off by configuration (this kernel offers only a mechanism "
+        "left out of the defaults for its cost; probes.{}.mechanisms in kpathd.yaml can add it)",
+        probe, probe);
+  }
   return fmt::format(
       "not checked: probe {} is not attached (kpathd's log at --log-level info says why)", probe);
 }
@@ -210,7 +221,7 @@ Finding PercpuAndChurn(const Observation& o, const Samples& first, const Samples
   }
   bool churn_probe = ProbeAttached(last, "cgroup_churn");
   if (!churn_probe) {
-    f.evidence.push_back("cgroup creations: " + NotAttached("cgroup_churn"));
+    f.evidence.push_back("cgroup creations: " + NotAttached(last, "cgroup_churn"));
   } else if (made.empty() || Total(made) == 0) {
     f.evidence.push_back("no cgroup was created while watching");
   }
@@ -250,7 +261,7 @@ Finding PercpuAndChurn(const Observation& o, const Samples& first, const Samples
     f.culprits.push_back(Culprit{{{"comm", key[0]}, {"caller", key[1]}}, n, "bytes allocated"});
   }
   if (!ProbeAttached(last, "percpu_alloc")) {
-    f.evidence.push_back("per-CPU allocations: " + NotAttached("percpu_alloc"));
+    f.evidence.push_back("per-CPU allocations: " + NotAttached(last, "percpu_alloc"));
   }
 
   // What stays allocated.
@@ -389,7 +400,7 @@ Finding IrqOff(const Observation& o, const Samples& first, const Samples& last) 
   f.runbooks = {"KpathIrqOffLong"};
   if (!ProbeAttached(last, "irqoff")) {
     f.state = Finding::State::kNotChecked;
-    f.summary = NotAttached("irqoff");
+    f.summary = NotAttached(last, "irqoff");
     return f;
   }
   double threshold = last.Value("kpath_irqoff_threshold_seconds").value_or(0.01);
@@ -455,7 +466,7 @@ Finding SlabinfoReaders(const Observation& o, const Samples& first, const Sample
   }
   if (!ProbeAttached(last, "slabinfo_readers")) {
     f.state = Finding::State::kNotChecked;
-    f.summary = NotAttached("slabinfo_readers");
+    f.summary = NotAttached(last, "slabinfo_readers");
     return f;
   }
   auto reads = Growth(SumBy(first, "kpath_slabinfo_reads_total", {"comm"}),
@@ -616,7 +627,7 @@ Finding MadviseTlb(const Observation& o, const Samples& first, const Samples& la
       if (rate >= t.madvise_calls_per_second) storms.push_back(key[0]);
     }
   } else {
-    f.evidence.push_back("madvise calls: " + NotAttached("madvise"));
+    f.evidence.push_back("madvise calls: " + NotAttached(last, "madvise"));
   }
   bool tlb_storm = shootdowns >= t.tlb_shootdowns_per_cpu_per_second;
   if (storms.empty() && !tlb_storm) {

@@ -124,8 +124,10 @@ TEST_CASE("opens of /proc/slabinfo are counted by process name, and nothing else
                     {{"probe", "slabinfo_readers"}, {"reason", "path_unreadable"}}));
 }
 
-TEST_CASE("by default slabinfo readers use only fentry or kprobe, else are off by configuration",
-          "[slab][readers]") {
+TEST_CASE(
+    "by default slabinfo readers and madvise use only fentry or kprobe, else are off by "
+    "configuration",
+    "[slab][readers][madvise]") {
   REQUIRE(IsRoot());
   KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\n"});
   REQUIRE(kpathd.WaitUntilServing());
@@ -133,26 +135,26 @@ TEST_CASE("by default slabinfo readers use only fentry or kprobe, else are off b
   REQUIRE(body);
   INFO(kpathd.Output());
   INFO(*body);
-  const bool attached =
-      MetricValue(*body, "kpath_probe_attached", {{"probe", "slabinfo_readers"}}) == 1;
-  if (attached) {
-    const bool cheap = MetricValue(*body, "kpath_probe_attached",
-                                   {{"probe", "slabinfo_readers"}, {"mechanism", "fentry"}}) ||
-                       MetricValue(*body, "kpath_probe_attached",
-                                   {{"probe", "slabinfo_readers"}, {"mechanism", "kprobe"}});
-    CHECK(cheap);
-    CHECK(MetricValue(*body, "kpath_probe_excluded_by_config", {{"probe", "slabinfo_readers"}}) ==
-          0);
-  } else {
-    // This kernel has neither (the development VM): off by choice, healthy, said so.
-    CHECK(MetricValue(*body, "kpath_probe_attached",
-                      {{"probe", "slabinfo_readers"}, {"mechanism", "none"}}) == 0);
-    CHECK(MetricValue(*body, "kpath_probe_excluded_by_config", {{"probe", "slabinfo_readers"}}) ==
-          1);
-    CHECK(MetricValue(*body, "kpath_collector_success", {{"collector", "slabinfo_readers"}}) == 1);
-    CHECK_THAT(kpathd.Output(), Catch::Contains("probe slabinfo_readers: off by configuration"));
+  // Both have a syscall tracepoint, which taxes every system call of the host: not a default.
+  for (const std::string probe : {"slabinfo_readers", "madvise"}) {
+    INFO(probe);
+    const bool attached = MetricValue(*body, "kpath_probe_attached", {{"probe", probe}}) == 1;
+    if (attached) {
+      const bool cheap =
+          MetricValue(*body, "kpath_probe_attached", {{"probe", probe}, {"mechanism", "fentry"}}) ||
+          MetricValue(*body, "kpath_probe_attached", {{"probe", probe}, {"mechanism", "kprobe"}});
+      CHECK(cheap);
+      CHECK(MetricValue(*body, "kpath_probe_excluded_by_config", {{"probe", probe}}) == 0);
+    } else {
+      // This kernel has neither (the development VM): off by choice, healthy, said so.
+      CHECK(MetricValue(*body, "kpath_probe_attached", {{"probe", probe}, {"mechanism", "none"}}) ==
+            0);
+      CHECK(MetricValue(*body, "kpath_probe_excluded_by_config", {{"probe", probe}}) == 1);
+      CHECK(MetricValue(*body, "kpath_collector_success", {{"collector", probe}}) == 1);
+      CHECK_THAT(kpathd.Output(), Catch::Contains("probe " + probe + ": off by configuration"));
+    }
+    // No syscall tracepoint of kpathd's is attached either way.
+    CHECK_FALSE(MetricValue(*body, "kpath_probe_attached",
+                            {{"probe", probe}, {"mechanism", "tracepoint"}}));
   }
-  // No syscall tracepoint of kpathd's is attached either way.
-  CHECK_FALSE(MetricValue(*body, "kpath_probe_attached",
-                          {{"probe", "slabinfo_readers"}, {"mechanism", "tracepoint"}}));
 }

@@ -450,16 +450,18 @@ TEST_CASE("a probe not mentioned in the file gets the defaults") {
   CHECK(config.Probe("percpu_alloc").mechanisms == kAllPercpuMechanisms);
 }
 
-TEST_CASE("slabinfo_readers leaves its syscall tracepoints out unless they are asked for") {
-  CHECK(SupportedMechanisms("slabinfo_readers") ==
-        std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint});
-  CHECK(Config{}.Probe("slabinfo_readers").mechanisms ==
-        std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe});
-  const Config asked = Parse("probes:\n  slabinfo_readers:\n    mechanisms: [tracepoint]\n");
-  CHECK(asked.Probe("slabinfo_readers").mechanisms ==
-        std::vector<Mechanism>{Mechanism::kTracepoint});
-  // The shipped defaults spelled out are still "no entry".
-  CHECK(Parse("probes:\n  slabinfo_readers:\n    mechanisms: [fentry, kprobe]\n") == Config{});
+TEST_CASE("madvise and slabinfo_readers leave their syscall tracepoints out unless asked for") {
+  for (const std::string probe : {"madvise", "slabinfo_readers"}) {
+    INFO(probe);
+    CHECK(SupportedMechanisms(probe) ==
+          std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint});
+    CHECK(Config{}.Probe(probe).mechanisms ==
+          std::vector<Mechanism>{Mechanism::kFentry, Mechanism::kKprobe});
+    const Config asked = Parse("probes:\n  " + probe + ":\n    mechanisms: [tracepoint]\n");
+    CHECK(asked.Probe(probe).mechanisms == std::vector<Mechanism>{Mechanism::kTracepoint});
+    // The shipped defaults spelled out are still "no entry".
+    CHECK(Parse("probes:\n  " + probe + ":\n    mechanisms: [fentry, kprobe]\n") == Config{});
+  }
 }
 
 TEST_CASE("a mechanism restriction is kept in the order written") {

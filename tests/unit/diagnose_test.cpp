@@ -11,11 +11,12 @@ using namespace kpath;
 namespace {
 
 // The health families every collection carries.
-void AddProbes(MetricFamilies& out, bool irqoff_attached = true) {
+void AddProbes(MetricFamilies& out, bool irqoff_attached = true, bool madvise_attached = true) {
   auto attached = Gauge("kpath_probe_attached", "");
   attached.Add({{"probe", "percpu_alloc"}, {"mechanism", "tp_btf"}}, 1);
   attached.Add({{"probe", "cgroup_churn"}, {"mechanism", "tp_btf"}}, 1);
-  attached.Add({{"probe", "madvise"}, {"mechanism", "tracepoint"}}, 1);
+  attached.Add({{"probe", "madvise"}, {"mechanism", madvise_attached ? "tracepoint" : "none"}},
+               madvise_attached ? 1 : 0);
   attached.Add({{"probe", "slabinfo_readers"}, {"mechanism", "tracepoint"}}, 1);
   attached.Add({{"probe", "irqoff"}, {"mechanism", irqoff_attached ? "perf_event" : "none"}},
                irqoff_attached ? 1 : 0);
@@ -150,4 +151,21 @@ TEST_CASE("diagnose says which pathology it could not check") {
   CHECK(Get(d, "irqoff").state == Finding::State::kNotChecked);
   CHECK_THAT(RenderText(d), Catch::Contains("Not attached: irqoff"));
   CHECK_THAT(RenderText(d), Catch::Contains("n/a    IRQ-disabled regions"));
+}
+
+TEST_CASE("diagnose tells a probe off by configuration from one that failed to attach") {
+  MetricFamilies a, b;
+  for (MetricFamilies* m : {&a, &b}) {
+    AddProbes(*m, /*irqoff_attached=*/true, /*madvise_attached=*/false);
+    Gauge("kpath_probe_excluded_by_config", "")
+        .Add({{"probe", "madvise"}}, 1)
+        .Add({{"probe", "slabinfo_readers"}}, 0)
+        .AppendTo(*m);
+    Counter("kpath_tlb_shootdowns_total", "").Add(100).AppendTo(*m);
+  }
+  Diagnosis d = Diagnose(Observation{a, b, 5, 0, 2, false});
+  const std::string text = RenderText(d);
+  CHECK_THAT(text, Catch::Contains("probe madvise is off by configuration"));
+  CHECK_THAT(text, Catch::Contains("probes.madvise.mechanisms"));
+  CHECK_THAT(text, !Catch::Contains("probe madvise is not attached"));
 }
