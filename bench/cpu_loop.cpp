@@ -1,11 +1,15 @@
-// The workloads of bench/irqoff_overhead.py: a CPU-bound loop (what the IRQ-off detector's timer
-// interrupts slow down) and an open/close loop (what the slabinfo-reader tracepoint on every
-// openat slows down). Pinned to one CPU; prints iterations per second of the thread's own CPU
-// time, then per wall-clock second.
+// The workloads of bench/irqoff_overhead.py and bench/workload_slowdown.py: a CPU-bound loop
+// (what the IRQ-off detector's timer interrupts slow down), an open/close loop (what the
+// slabinfo-reader tracepoint on every openat slows down) and a cgroup create/remove loop (seed
+// 000's churn: each mkdir in a memory hierarchy allocates a memcg's per-CPU memory). Pinned to
+// one CPU; prints iterations per second of the thread's own CPU time, then per wall-clock second.
 //
 //   kpath-bench-cpu-loop spin|openclose [--seconds S] [--cpu N]
+//   kpath-bench-cpu-loop cgroup --dir PARENT [--seconds S] [--cpu N]
+//     (one iteration: mkdir and rmdir of PARENT/kpath-loop-<pid>)
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,15 +32,18 @@ double ThreadCpuSeconds() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s spin|openclose [--seconds S] [--cpu N]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s spin|openclose|cgroup [--dir D] [--seconds S] [--cpu N]\n",
+                 argv[0]);
     return 2;
   }
   const std::string mode = argv[1];
   double seconds = 1.0;
   int cpu = -1;
+  std::string dir;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
     if (std::strcmp(argv[i], "--cpu") == 0) cpu = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
   }
   if (cpu >= 0) {
     cpu_set_t set;
@@ -72,6 +79,20 @@ int main(int argc, char** argv) {
         if (fd >= 0) close(fd);
       }
       iterations += 64;
+    }
+  } else if (mode == "cgroup") {
+    if (dir.empty()) {
+      std::fprintf(stderr, "cgroup needs --dir\n");
+      return 2;
+    }
+    const std::string path = dir + "/kpath-loop-" + std::to_string(getpid());
+    while (std::chrono::steady_clock::now() < wall_end) {
+      if (mkdir(path.c_str(), 0755) != 0 || rmdir(path.c_str()) != 0) {
+        std::perror(path.c_str());
+        rmdir(path.c_str());
+        return 1;
+      }
+      ++iterations;
     }
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());

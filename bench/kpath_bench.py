@@ -16,6 +16,13 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+# kpathd configuration text that adds the madvise probe's syscall tracepoint to its mechanisms.
+# It is left out by default (it taxes every system call of the host); on a kernel without fentry
+# and kprobes (the development VM) the madvise probe is otherwise off, and the benches that
+# measure madvise, or need its series, opt in with this.
+MADVISE_TRACEPOINT = "probes:\n  madvise:\n    mechanisms: [fentry, kprobe, tracepoint]\n"
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     s = socket.socket()
@@ -313,6 +320,19 @@ class NodeExporter(ServedProcess):
         with open(path + ".tmp", "w") as f:
             f.write(text)
         os.rename(path + ".tmp", path)
+
+
+def start_bpftrace(script):
+    """bpftrace running `script`, once it has attached (the "Attaching N probes" line comes just
+    before the attach itself). Stop it with stop_process(p, signal.SIGINT)."""
+    p = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    for line in p.stdout:
+        if line.startswith("Attaching"):
+            time.sleep(0.3)
+            return p
+    stop_process(p)
+    raise RuntimeError(f"bpftrace did not attach: {script}")
 
 
 def table(rows, header):

@@ -4,7 +4,8 @@
 kpathd attached to, and under a bpftrace one-liner of the seed-003 kind (calls by process and
 advice), in one run. Prints each speed as a ratio of the untraced one. kpathd runs twice: with
 the shipped defaults (every probe, some of which sample every CPU or hook the loop's page faults
-and TLB flushes too) and with only its madvise probe enabled.
+and TLB flushes too) and with only its madvise probe enabled; both with every madvise mechanism
+(the syscall tracepoint is opt-in, and the only one on a kernel without fentry and kprobes).
 
 Usage (root, from the repository root):
     bench/madvise_overhead.py [--build build] [--rounds 7] [--seconds 1] [--no-touch]
@@ -24,10 +25,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kpath_bench import attached_mechanism, free_port, metrics, probe_names, wait_for  # noqa: E402
+from kpath_bench import (MADVISE_TRACEPOINT, attached_mechanism, free_port,  # noqa: E402
+                         metrics, probe_names, start_bpftrace, wait_for)
 
 BPFTRACE = ("tracepoint:syscalls:sys_enter_madvise "
             "{ @calls[comm, args->behavior] = count(); }")
@@ -77,9 +78,9 @@ def main():
     probes = probe_names()  # every probe kpathd knows, from the shipped configuration
     configs = {}
     for name, text in {
-        "defaults": "# the defaults, as shipped\n",
-        "madvise only": "probes:\n" + "".join(f"  {p}:\n    enabled: false\n"
-                                              for p in probes if p != "madvise"),
+        "defaults": "# the defaults, as shipped, with every madvise mechanism\n" + MADVISE_TRACEPOINT,
+        "madvise only": MADVISE_TRACEPOINT + "".join(f"  {p}:\n    enabled: false\n"
+                                                     for p in probes if p != "madvise"),
     }.items():
         cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
         cfg.write(text)
@@ -108,18 +109,9 @@ def main():
                 return p
         raise RuntimeError("kpath-bench-empty did not attach")
 
-    def start_bpftrace():
-        p = subprocess.Popen(["bpftrace", "-e", BPFTRACE], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
-        for line in p.stdout:
-            if line.startswith("Attaching"):
-                time.sleep(0.3)  # the line comes just before the attach itself
-                return p
-        raise RuntimeError("bpftrace did not attach")
-
     tracers = [Tracer("untraced", None), Tracer("kpathd", lambda: start_kpathd("defaults")),
                Tracer("kpathd madvise", lambda: start_kpathd("madvise only")),
-               Tracer("empty program", start_empty), Tracer("bpftrace", start_bpftrace)]
+               Tracer("empty program", start_empty), Tracer("bpftrace", lambda: start_bpftrace(BPFTRACE))]
     speeds = {t.name: [] for t in tracers}
     wall = {t.name: [] for t in tracers}
     try:

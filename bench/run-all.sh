@@ -6,7 +6,7 @@
 #
 # --build    build directory (default: build); the bench targets are built there first (-j2)
 # --quick    fewer rounds and sizes: about 12 minutes instead of about 40
-# --only     a subset of: bpf_cost madvise irqoff serving self_cost growth
+# --only     a subset of: bpf_cost madvise irqoff slowdown serving self_cost growth
 # Installs what is missing first (scripts/install-deps.sh --bench: node_exporter, bpftrace).
 # A bench that fails does not stop the others; the exit status is then 1.
 set -uo pipefail
@@ -37,15 +37,15 @@ cmake --build "$build" -j2 --target kpathd kpath-bench-empty kpath-bench-madvise
 
 if ((quick)); then
   declare -A extra=([bpf_cost]="--churn 500" [madvise]="--rounds 3" [irqoff]="--rounds 3 --seconds 1"
-                    [serving]="--quick" [self_cost]="--quick" [growth]="--quick")
+                    [slowdown]="--quick" [serving]="--quick" [self_cost]="--quick" [growth]="--quick")
 else
   declare -A extra=([bpf_cost]="--churn 2000" [madvise]="--rounds 9" [irqoff]="--rounds 9"
-                    [serving]="" [self_cost]="" [growth]="")
+                    [slowdown]="" [serving]="" [self_cost]="" [growth]="")
 fi
 declare -A script=([bpf_cost]=bpf_cost.py [madvise]=madvise_overhead.py
-                   [irqoff]=irqoff_overhead.py [serving]=serving.py [self_cost]=self_cost.py
-                   [growth]=growth.py)
-order=(serving self_cost growth bpf_cost madvise irqoff)
+                   [irqoff]=irqoff_overhead.py [slowdown]=workload_slowdown.py [serving]=serving.py
+                   [self_cost]=self_cost.py [growth]=growth.py)
+order=(serving self_cost growth bpf_cost madvise irqoff slowdown)
 
 # Every temporary file of the benches (and of the tools they start) goes into one directory,
 # removed at the end whatever a bench leaves there.

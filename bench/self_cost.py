@@ -6,7 +6,8 @@ node_exporter from scripts/install-deps.sh --bench):
     bench/self_cost.py [--build build] [--quick] [--rounds 3] [--window 60]
                        [--madvise-rate 100000] [--cgroup-rate 30]
 
-kpathd (shipped defaults: 5 s sampling, every probe) and node_exporter (defaults) run side by
+kpathd (shipped defaults: 5 s sampling, every probe; plus the madvise probe's opt-in syscall
+tracepoint, its only mechanism on a kernel without fentry and kprobes) and node_exporter (defaults) run side by
 side, each scraped every 15 s as Prometheus would. Each round measures one idle window and one
 load window (order alternating): kpath-bench-event-load makes madvise(MADV_DONTNEED) calls at
 --madvise-rate per second (each also fires kpathd's tlb_flush program) and creates and removes
@@ -28,8 +29,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kpath_bench import (BenchCgroup, Kpathd, NodeExporter, bench_arguments,  # noqa: E402
-                         build_binary, median, metrics, proc_cpu_seconds, samples, table)
+from kpath_bench import (MADVISE_TRACEPOINT, BenchCgroup, Kpathd, NodeExporter,  # noqa: E402
+                         bench_arguments, build_binary, median, metrics, proc_cpu_seconds, samples,
+                         table)
 
 SCRAPE_INTERVAL = 15
 INTERVAL = 5  # kpathd's shipped sampling_interval, seconds
@@ -85,7 +87,8 @@ def main():
     load_bin = build_binary(args.build, "kpath-bench-event-load", "bench/kpath-bench-event-load")
 
     idle, load, rates = {"kp": [], "ne": []}, {"kp": [], "ne": []}, []
-    with Kpathd(args.build) as kp, NodeExporter() as ne, BenchCgroup("load") as cg:
+    with Kpathd(args.build, MADVISE_TRACEPOINT) as kp, NodeExporter() as ne, \
+            BenchCgroup("load") as cg:
         scraper = Scraper([kp.port, ne.port])
         scraper.start()
         try:
@@ -113,7 +116,8 @@ def main():
     # on itself (hooks.bpf_stats: always, a BPF_ENABLE_STATS descriptor), so that nothing else on
     # the machine writing kernel.bpf_stats_enabled can switch them off mid-window, and nothing
     # here writes that sysctl.
-    with Kpathd(args.build, "hooks:\n  bpf_stats: always\n") as kp, BenchCgroup("bpf") as cg:
+    with Kpathd(args.build, "hooks:\n  bpf_stats: always\n" + MADVISE_TRACEPOINT) as kp, \
+            BenchCgroup("bpf") as cg:
         time.sleep(INTERVAL + 1)
         b0, t0 = bpf_seconds(kp.metrics()), time.monotonic()
         subprocess.run([load_bin, "--seconds", str(min(args.window, 20)), "--madvise-rate",

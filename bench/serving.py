@@ -31,15 +31,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kpath_bench import (BenchCgroup, Kpathd, NodeExporter, bench_arguments,  # noqa: E402
-                         build_binary, median, percentile, proc_status, rss_bytes, series_count,
-                         table)
+from kpath_bench import (MADVISE_TRACEPOINT, BenchCgroup, Kpathd, NodeExporter,  # noqa: E402
+                         bench_arguments, build_binary, median, percentile, proc_status, rss_bytes,
+                         series_count, table)
 
 # kpathd with room for many label values; 2 s sampling keeps each BPF hash's keys per interval
 # within its size at the storm's pace, and names stay exported for ~2 minutes after their last
 # event (FoldedCounters forgets values idle for long).
 SCALED_CONFIG = ("sampling_interval: 2s\n"
-                 "labels:\n  comm: 10000\n  caller: 1000\n  unit: 1000\n")
+                 "labels:\n  comm: 10000\n  caller: 1000\n  unit: 1000\n" + MADVISE_TRACEPOINT)
 
 
 def scrape(binary, port, count):

@@ -146,7 +146,8 @@ def main():
 
     port = free_port()
     cfg = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
-    cfg.write("sampling_interval: 1s\n")
+    # Every madvise mechanism: the syscall tracepoint is opt-in (kernels without fentry/kprobes).
+    cfg.write("sampling_interval: 1s\nprobes:\n  madvise:\n    mechanisms: [fentry, kprobe, tracepoint]\n")
     cfg.close()
     os.chmod(cfg.name, 0o644)
     log = tempfile.TemporaryFile()
