@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "probes/kernel/kernel_features.h"
+
 namespace kpath::tracefs_text {
 
 inline bool IsSpace(char c) {
@@ -49,21 +51,8 @@ inline std::vector<std::string_view> Tokens(std::string_view line) {
 // Hex digits, with or without a 0x prefix, at most 16 of them.
 inline std::optional<uint64_t> ParseHex(std::string_view s) {
   if (s.starts_with("0x") || s.starts_with("0X")) s.remove_prefix(2);
-  if (s.empty() || s.size() > 16) return std::nullopt;
   uint64_t value = 0;
-  for (char c : s) {
-    int digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
-    } else {
-      return std::nullopt;
-    }
-    value = (value << 4) | static_cast<uint64_t>(digit);
-  }
+  if (!kpath::ParseHex(s, value)) return std::nullopt;
   return value;
 }
 

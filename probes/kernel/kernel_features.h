@@ -40,11 +40,11 @@ struct TracepointFormat {
 // Pure parser of a tracefs `format` file (any kernel since 3.x).
 absl::StatusOr<TracepointFormat> ParseTracepointFormat(std::string_view text);
 
-// Pure parser of a sysfs CPU range list ("0-39", "0,2-5", "" for an empty mask), as in
-// /sys/devices/system/cpu/{possible,online}. Returns the CPU numbers, sorted and unique.
 // A kernel address as /proc/kallsyms prints it (hex, no 0x, at most 16 digits).
 bool ParseHex(std::string_view text, uint64_t& out);
 
+// Pure parser of a sysfs CPU range list ("0-39", "0,2-5", "" for an empty mask), as in
+// /sys/devices/system/cpu/{possible,online}. Returns the CPU numbers, sorted and unique.
 absl::StatusOr<std::vector<int>> ParseCpuList(std::string_view text);
 
 // /proc/kallsyms, parsed. Function symbols only (types t, T, w, W), sorted by address.
