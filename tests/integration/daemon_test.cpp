@@ -198,7 +198,7 @@ TEST_CASE("a port already in use ends kpathd at once with an error naming the ad
   CHECK(kpathd.Output().find("cannot listen on " + address) != std::string::npos);
 }
 
-TEST_CASE("SIGHUP applies a valid config and keeps counters; a broken one is refused",
+TEST_CASE("SIGHUP applies a valid config and keeps counters, and refuses a broken one",
           "[daemon][signals][config]") {
   REQUIRE(IsRoot());
   NotifySocket notify;
@@ -270,7 +270,7 @@ TEST_CASE(
   CHECK(r.output.find(std::string(path) + ":3: unknown key \"no_such_key\"") != std::string::npos);
 }
 
-TEST_CASE("kpathd --version prints the version; an unknown argument exits 2", "[daemon][cli]") {
+TEST_CASE("kpathd --version prints the version, and an unknown argument exits 2", "[daemon][cli]") {
   CommandResult v = RunCommand(KpathdBinary() + " --version");
   CHECK(v.status == 0);
   CHECK(v.output.rfind("kpathd ", 0) == 0);

@@ -50,7 +50,7 @@ TEST_CASE("hooks settings parse, and the hot list replaces the default one", "[h
   CHECK(Parse("hooks:\n  hot_functions: []\n").hooks.hot_functions.empty());
 }
 
-TEST_CASE("the default statistics slice follows a short refresh interval; a set one is checked",
+TEST_CASE("the default statistics slice follows a short refresh interval, and a set one is checked",
           "[hooks][config]") {
   CHECK(Parse("hooks:\n  refresh_interval: 1s\n").hooks.bpf_stats_slice == absl::Milliseconds(200));
   CHECK(

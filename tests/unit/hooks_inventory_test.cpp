@@ -152,7 +152,7 @@ TEST_CASE("the /proc scan finds which process holds each BPF program, link and p
   CHECK_FALSE(own.programs.contains(2874));
 }
 
-TEST_CASE("the agent's four hooks are listed with kind, target and owner; kpathd's are not",
+TEST_CASE("the agent's four hooks are listed with kind, target and owner, and kpathd's are not",
           "[hooks][inventory]") {
   BpfSources bpf = CapturedBpf();
   TracingSources tracing;
