@@ -1,4 +1,5 @@
 #include "probes/procfs/interrupts.h"
+#include "fixture_text.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -14,12 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kLinux618 = fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
-
-std::string ReadFixture(const fs::path& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  REQUIRE(text.ok());
-  return *text;
-}
 
 const prometheus::MetricFamily* FindFamily(const MetricFamilies& families,
                                            const std::string& name) {

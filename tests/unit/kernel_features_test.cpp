@@ -1,5 +1,6 @@
 // Kernel feature probing against text and fixture trees captured from real kernels.
 #include "probes/kernel/kernel_features.h"
+#include "fixture_text.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,13 +22,6 @@ namespace {
 const std::filesystem::path kFixtures = KPATH_FIXTURES;
 const std::filesystem::path kLinux618 = kFixtures / "linux-6.18.44-x86_64";
 const std::filesystem::path kLinux419 = kFixtures / "linux-4.19-x86_64";
-
-std::string ReadFixture(const std::filesystem::path& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  INFO(path.string());
-  REQUIRE(text.ok());
-  return *text;
-}
 
 std::filesystem::path EventFormat(const std::filesystem::path& root, const std::string& event) {
   return root / "sys/kernel/tracing/events" / event / "format";

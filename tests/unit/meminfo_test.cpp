@@ -1,4 +1,5 @@
 #include "probes/procfs/meminfo.h"
+#include "fixture_text.h"
 
 #include <stdlib.h>
 
@@ -30,11 +31,8 @@ const fs::path kNodeExporter = kFixtures / "node_exporter-fixture";
 
 HostPaths RootedAt(const fs::path& root) { return HostPaths(root / "proc", root / "sys"); }
 
-std::string ReadFixture(const fs::path& root) {
-  absl::StatusOr<std::string> text = ReadFileToString(root / "proc" / "meminfo");
-  REQUIRE(text.ok());
-  return *text;
-}
+// A fixture tree's /proc/meminfo.
+std::string ReadMeminfo(const fs::path& root) { return ReadFixture(root / "proc" / "meminfo"); }
 
 bool Contains(std::string_view haystack, std::string_view needle) {
   return haystack.find(needle) != std::string_view::npos;
@@ -44,7 +42,7 @@ bool Contains(std::string_view haystack, std::string_view needle) {
 // ParseMeminfo
 
 TEST_CASE("ParseMeminfo reads the real 6.18 file: kB fields x1024, in file order", "[meminfo]") {
-  const std::string text = ReadFixture(kLinux618);
+  const std::string text = ReadMeminfo(kLinux618);
   absl::StatusOr<Meminfo> m = ParseMeminfo(text);
   REQUIRE(m.ok());
   // One field per line of the file.
@@ -63,7 +61,7 @@ TEST_CASE("ParseMeminfo reads the real 6.18 file: kB fields x1024, in file order
 }
 
 TEST_CASE("ParseMeminfo keeps unit-less HugePages fields as plain counts", "[meminfo]") {
-  absl::StatusOr<Meminfo> real = ParseMeminfo(ReadFixture(kLinux618));
+  absl::StatusOr<Meminfo> real = ParseMeminfo(ReadMeminfo(kLinux618));
   REQUIRE(real.ok());
   for (const char* name :
        {"HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp"}) {
@@ -84,7 +82,7 @@ TEST_CASE("ParseMeminfo keeps unit-less HugePages fields as plain counts", "[mem
 }
 
 TEST_CASE("ParseMeminfo reads node_exporter's fixture, a kernel without Percpu", "[meminfo]") {
-  absl::StatusOr<Meminfo> m = ParseMeminfo(ReadFixture(kNodeExporter));
+  absl::StatusOr<Meminfo> m = ParseMeminfo(ReadMeminfo(kNodeExporter));
   REQUIRE(m.ok());
   CHECK(m->fields().size() == 42);
   CHECK(m->Bytes("MemTotal") == 3742148ull * 1024);
@@ -106,7 +104,7 @@ TEST_CASE("ParseMeminfo names the line of each garbled fixture", "[meminfo]") {
   };
   for (const Case& c : cases) {
     INFO(c.root);
-    absl::StatusOr<Meminfo> m = ParseMeminfo(ReadFixture(kFixtures / c.root));
+    absl::StatusOr<Meminfo> m = ParseMeminfo(ReadMeminfo(kFixtures / c.root));
     REQUIRE_FALSE(m.ok());
     CHECK(m.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(m.status().message()), Catch::Contains(c.expected));
@@ -174,7 +172,7 @@ TEST_CASE("ParseMeminfo quotes a huge binary line escaped and shortened", "[memi
 
 TEST_CASE("ParseMeminfo returns OK or InvalidArgument on mutated input, never crashes",
           "[meminfo]") {
-  const std::string real = ReadFixture(kLinux618);
+  const std::string real = ReadMeminfo(kLinux618);
   using namespace std::string_literals;
   const std::string alphabet = "0123456789 :kB\n\t-xP()\x00\xff"s;  // with the NUL
   std::mt19937 rng(42);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fixture_text.h"
 #include "probes/slab/slab_collector.h"
 #include "probes/slab/slab_files.h"
 
@@ -21,12 +22,7 @@ const HostPaths kFixturePaths(kFixture / "proc", kFixture / "sys");
 const std::vector<std::string> kDefaultCaches = SlabConfig{}.caches;
 constexpr uint64_t kPage = 4096;
 
-std::string ReadFixture(const std::string& rel) {
-  std::ifstream in(kFixture / rel);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadSlabFixture(const std::string& rel) { return ReadFixture(kFixture / rel); }
 
 auto FarFuture() { return std::chrono::steady_clock::now() + std::chrono::hours(1); }
 
@@ -63,7 +59,7 @@ TEST_CASE("SLUB sysfs attributes give their leading total", "[slab][parser]") {
   CHECK(ParseSlabAttribute("53095 N0=53095\n").value() == 53095);
   CHECK(ParseSlabAttribute("1024 N0=512 N1=512\n").value() == 1024);
   CHECK(ParseSlabAttribute("3\n").value() == 3);
-  CHECK(ParseSlabAttribute(ReadFixture("sys/kernel/slab/dentry/total_objects")).ok());
+  CHECK(ParseSlabAttribute(ReadSlabFixture("sys/kernel/slab/dentry/total_objects")).ok());
   CHECK_FALSE(ParseSlabAttribute("").ok());
   CHECK_FALSE(ParseSlabAttribute("N0=5\n").ok());
   CHECK_FALSE(ParseSlabAttribute("-1\n").ok());
@@ -71,7 +67,7 @@ TEST_CASE("SLUB sysfs attributes give their leading total", "[slab][parser]") {
 }
 
 TEST_CASE("/proc/slabinfo 2.1 from Linux 6.18 parses into every cache", "[slab][parser]") {
-  std::string text = ReadFixture("proc/slabinfo");
+  std::string text = ReadSlabFixture("proc/slabinfo");
   absl::StatusOr<std::vector<SlabinfoEntry>> entries = ParseSlabinfo(text);
   REQUIRE(entries.ok());
   CHECK(entries->size() == 235);  // 237 lines: the version and the header
@@ -123,9 +119,9 @@ TEST_CASE("sysfs gives the listed caches by name and the largest others, merged 
   const SlabCacheSize* dentry = Find(reading->listed, "dentry");
   REQUIRE(dentry);
   uint64_t objects =
-      ParseSlabAttribute(ReadFixture("sys/kernel/slab/dentry/total_objects")).value();
-  uint64_t slabs = ParseSlabAttribute(ReadFixture("sys/kernel/slab/dentry/slabs")).value();
-  uint64_t order = ParseSlabAttribute(ReadFixture("sys/kernel/slab/dentry/order")).value();
+      ParseSlabAttribute(ReadSlabFixture("sys/kernel/slab/dentry/total_objects")).value();
+  uint64_t slabs = ParseSlabAttribute(ReadSlabFixture("sys/kernel/slab/dentry/slabs")).value();
+  uint64_t order = ParseSlabAttribute(ReadSlabFixture("sys/kernel/slab/dentry/order")).value();
   CHECK(dentry->objects == objects);
   CHECK(dentry->bytes == slabs * (kPage << order));
 
@@ -151,7 +147,8 @@ TEST_CASE("without /sys/kernel/slab the reader says so, and slabinfo gives the s
       ReadSlabSysfs(tree.paths(), kDefaultCaches, 10, kPage, FarFuture());
   CHECK(absl::IsNotFound(none.status()));
 
-  absl::StatusOr<std::vector<SlabinfoEntry>> entries = ParseSlabinfo(ReadFixture("proc/slabinfo"));
+  absl::StatusOr<std::vector<SlabinfoEntry>> entries =
+      ParseSlabinfo(ReadSlabFixture("proc/slabinfo"));
   REQUIRE(entries.ok());
   SlabReading reading = SlabReadingFromSlabinfo(*entries, {"dentry", "no_such_cache"}, 3, kPage);
   CHECK(reading.source == SlabSource::kSlabinfo);

@@ -1,4 +1,5 @@
 #include "probes/procfs/stat.h"
+#include "fixture_text.h"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -15,12 +16,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kLinux618 = fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
-
-std::string ReadFixture(const fs::path& path) {
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  REQUIRE(text.ok());
-  return *text;
-}
 
 TEST_CASE("ParseProcStat reads the real 6.18 file: 10 CPU modes, per-CPU lines, scalars",
           "[stat]") {
