@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Install what is missing, build, and run every test: unit tests (fixtures), integration tests
-# (real kernel and real BPF, as root), golden /metrics and promtool checks; then the same unit
-# daemon-level integration tests against an ASan + UBSan build of kpathd, and every libFuzzer
-# target (the /proc, /sys and config parsers, under ASan + UBSan) for a few seconds.
+# (real kernel and real BPF, as root), golden /metrics and promtool checks; then the
+# integration tests again with the kernel's BTF hidden (kernels without BTF); the daemon-level
+# integration tests against an ASan + UBSan build of kpathd; and every libFuzzer target (the
+# /proc, /sys and config parsers, under ASan + UBSan) for a few seconds.
 # Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments),
 #   KPATH_QEMU=1            also run the QEMU kernel matrix (tests/qemu/run.sh: about 5 minutes)
+#   KPATH_SKIP_NOBTF=1      skip the no-BTF stage (the integration tests again with the kernel's
+#                           BTF hidden, as on kernels built without it: ~1.5 minutes)
 #   KPATH_SKIP_SANITIZE=1   skip the sanitizer stage (build-asan: a second build, ~5 minutes)
 #   KPATH_SANITIZE_TESTS    Catch2 spec of integration tests run against the sanitized kpathd
 #   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
@@ -18,6 +21,23 @@ stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 stage "unit, integration, golden, rules, deploy and e2e tests"
 # Integration tests start daemons and load BPF programs: ctest runs them one at a time.
 ctest --test-dir "$build_dir" --output-on-failure --timeout 300 ${CTEST_ARGS:-} || status=$?
+
+# Kernels without BTF (4.19 often is): the same real-kernel integration tests with
+# /sys/kernel/btf hidden under a tmpfs, in a mount namespace of their own (gone with it).
+# kpathd and libbpf then find no vmlinux BTF: tp_btf and fentry are off, the tracepoint
+# layouts come from tracefs, the comm from bpf_get_current_comm; raw_tp and classic tracepoints
+# must attach (KPATH_EXPECT_MECHANISMS); tests of BTF itself skip.
+if [[ "${KPATH_SKIP_NOBTF:-0}" == "1" ]]; then
+  echo "no-BTF stage skipped (KPATH_SKIP_NOBTF=1)"
+elif [[ ! -e /sys/kernel/btf/vmlinux ]]; then
+  echo "no-BTF stage skipped: this kernel has no BTF, so the main stage already ran without it"
+else
+  stage "no BTF: the integration tests with /sys/kernel/btf hidden"
+  (cd "$build_dir" && unshare --mount --propagation private sh -c '
+      mount -t tmpfs -o size=64k kpath-no-btf /sys/kernel/btf &&
+      exec env KPATH_EXPECT_MECHANISMS="percpu_alloc=raw_tp,tracepoint;cgroup_churn=raw_tp,tracepoint" \
+        tests/integration/integration_test') || status=1
+fi
 
 if [[ "${KPATH_SKIP_SANITIZE:-0}" != "1" ]]; then
   stage "sanitizers: ASan + UBSan kpathd under the daemon-level integration tests"

@@ -505,6 +505,8 @@ TEST_CASE("real kernel: the madvise kprobe programs pass the verifier where kpro
   kpath::MadviseProbe probe(features, {});
   for (const std::string& target : {wrapper, std::string("do_madvise")}) {
     INFO(target);
+    // do_madvise's argument layout comes from BTF; without it the target is refused earlier.
+    if (target == "do_madvise" && !features.HasVmlinuxBtf()) continue;
     absl::Status s = probe.Attach({kpath::Mechanism::kKprobe, target}, features);
     probe.Detach();
     if (s.ok()) continue;  // a kernel with kprobes: attached and detached

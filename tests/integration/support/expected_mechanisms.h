@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -35,6 +36,12 @@ inline bool MustAttach(const std::string& probe, const std::string& mechanism) {
   std::optional<std::set<std::string>> expected = ExpectedMechanisms(probe);
   return expected && expected->count(mechanism) > 0;
 }
+
+// Whether the kernel exposes its BTF (/sys/kernel/btf/vmlinux). scripts/test.sh also runs the
+// integration tests with it hidden (a tmpfs over /sys/kernel/btf in a mount namespace of their
+// own), as on kernels built without BTF: tp_btf and fentry are then not expected, and tests of
+// BTF itself skip.
+inline bool HostHasVmlinuxBtf() { return std::filesystem::exists("/sys/kernel/btf/vmlinux"); }
 
 // The line of kpathd's log that says why `probe` did not attach ("" if none).
 inline std::string NotAttachedReason(const std::string& log, const std::string& probe) {
