@@ -54,9 +54,14 @@ class TracefsForTest {
 };
 
 // bpftrace as the independent witness: started, then stopped with SIGINT, printing JSON maps.
+// Ready only once its BEGIN probe has printed: bpftrace 0.17 prints "attached_probes" before it
+// loads and attaches the probes, and under QEMU's TCG that takes seconds, in which a workload
+// started at "attached_probes" ran unseen (bpftrace 3 % short of kpathd). BEGIN runs after
+// every probe is attached and enabled.
 class Bpftrace {
  public:
-  explicit Bpftrace(const std::string& program) {
+  explicit Bpftrace(const std::string& probes) {
+    const std::string program = "BEGIN { printf(\"" + std::string(kReady) + "\\n\"); } " + probes;
     out_ = "/tmp/kpath-bpftrace-" + std::to_string(getpid()) + ".out";
     pid_ = fork();
     if (pid_ == 0) {
@@ -70,7 +75,7 @@ class Bpftrace {
   bool WaitAttached(std::chrono::seconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (Output().find("attached_probes") != std::string::npos) return true;
+      if (Output().find(kReady) != std::string::npos) return true;
       std::this_thread::sleep_for(50ms);
     }
     return false;
@@ -101,6 +106,7 @@ class Bpftrace {
   }
 
  private:
+  static constexpr const char* kReady = "kpath-witness-ready";
   pid_t pid_ = -1;
   std::string out_;
 };
