@@ -215,8 +215,12 @@ int Daemon::Run() {
   collectors_->StartAll();
   // Every probe is loaded: the BTF that chose their mechanisms is not needed until a restart.
   if (auto* live = dynamic_cast<LiveKernelFeatures*>(kernel_.get())) live->ReleaseBtf();
-  snapshot_->Publish(collectors_->CollectAll());
+  // The first snapshot is served once the capabilities not needed from now on are gone: whoever
+  // sees it (a scraper, the tests) sees the steady state that READY=1 announces. (Collected
+  // before the drop, as start is still under way.)
+  auto first = collectors_->CollectAll();
   DropToSteadyState(SteadyWork(tracing_mounts));
+  snapshot_->Publish(std::move(first));
   std::string status = collectors_->StatusLine();
   notifier_.Ready(status);
   spdlog::info("ready, serving {}: {}", metrics_server_->Url(), status);
