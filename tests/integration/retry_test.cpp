@@ -79,6 +79,7 @@ TEST_CASE("a probe whose tracepoint appears after start is retried and attaches"
     attached = body && MetricValue(*body, "kpath_probe_attached",
                                    {{"probe", "tlb_flush"}, {"mechanism", "tracepoint"}}) == 1;
   }
+  INFO("after the retries:\n" << kpathd.Output());
   REQUIRE(attached);
   CHECK_THAT(kpathd.Output(), Catch::Contains("collector tlb_flush: started on attempt"));
   // And it counts: TLB flushes happen all the time on a running host (a context switch between

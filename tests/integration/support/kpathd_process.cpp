@@ -209,9 +209,15 @@ KpathdProcess::KpathdProcess(KpathdOptions options) {
 }
 
 KpathdProcess::~KpathdProcess() {
+  // SIGTERM, as systemd stops it: kpathd then undoes what it did to the host, unmounting the
+  // tracefs and debugfs it mounted. SIGKILL left those mounts behind where they were not mounted
+  // before (the QEMU guest, as a fresh host): later tests found them, and ran differently.
   if (Running()) {
-    kill(pid_, SIGKILL);
-    WaitExit(5s);
+    kill(pid_, SIGTERM);
+    if (!WaitExit(10s)) {
+      kill(pid_, SIGKILL);
+      WaitExit(5s);
+    }
   }
   std::error_code ec;
   fs::remove_all(dir_, ec);
