@@ -2,6 +2,9 @@
 
 #include <bpf/bpf.h>
 #include <linux/capability.h>
+#include <linux/perf_event.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -29,6 +32,21 @@ bool ReadsBpfMap(int map_fd) {
   uint32_t key = 0;
   uint32_t value = 0;
   return map_fd >= 0 && bpf_map_lookup_elem(map_fd, &key, &value) == 0;
+}
+
+// What a retried probe's attach and a new CPU's IRQ-off timer do: open a CPU-wide perf event.
+bool OpensPerfEvent() {
+  perf_event_attr attr{};
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.size = sizeof(attr);
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.disabled = 1;
+  const int cpu = sched_getcpu();
+  const long fd =
+      syscall(SYS_perf_event_open, &attr, -1, cpu < 0 ? 0 : cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0) return false;
+  close(static_cast<int>(fd));
+  return true;
 }
 
 }  // namespace
@@ -61,6 +79,16 @@ std::vector<CapabilityNeed> SteadyStateNeeds(const SteadyStateWork& work, int la
     needs.push_back({perfmon,
                      "open the IRQ-off timer (a per-CPU perf event) of a CPU that comes "
                      "online"});
+  }
+  if (work.reattaches_probes || work.perf_event_timers) {
+    // Debian's and Ubuntu's kernels carry a patch that refuses perf_event_open to all but
+    // CAP_SYS_ADMIN (CAP_PERFMON is not enough) where kernel.perf_event_paranoid is above 2,
+    // their default (Debian 12's 6.1 under tests/qemu: EACCES on a retried tracepoint attach).
+    needs.push_back({CAP_SYS_ADMIN,
+                     "open perf events (the attach of a retried probe, a new CPU's IRQ-off "
+                     "timer) where kernel.perf_event_paranoid is above 2 (Debian's and Ubuntu's "
+                     "kernels then ask for CAP_SYS_ADMIN, not CAP_PERFMON)",
+                     Check::kPerfEventOpen});
   }
   if (work.foreign_bpf_inventory) {
     needs.push_back({CAP_SYS_ADMIN,
@@ -113,9 +141,20 @@ void DropToSteadyState(const SteadyStateWork& work) {
   CapabilitySet keep =
       ResolveNeeds(needs, [&](const CapabilityNeed& need, CapabilitySet candidate) {
         if (!SetThisThreadEffective(candidate).ok()) return false;
-        const bool works = need.check == Check::kBpfMapRead
-                               ? ReadsBpfMap(map_fd)
-                               : KallsymsShowsAddresses(work.kallsyms_path);
+        bool works = false;
+        switch (need.check) {
+          case Check::kBpfMapRead:
+            works = ReadsBpfMap(map_fd);
+            break;
+          case Check::kKallsymsAddresses:
+            works = KallsymsShowsAddresses(work.kallsyms_path);
+            break;
+          case Check::kPerfEventOpen:
+            works = OpensPerfEvent();
+            break;
+          case Check::kNone:
+            break;
+        }
         (void)SetThisThreadEffective(start.effective);
         if (works) {
           spdlog::info("capabilities: {} is not needed on this kernel to {}",

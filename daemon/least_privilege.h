@@ -34,6 +34,7 @@ struct CapabilityNeed {
     kNone,               // always needed
     kBpfMapRead,         // a lookup in a BPF map through a descriptor kpathd holds
     kKallsymsAddresses,  // /proc/kallsyms opened now shows real addresses
+    kPerfEventOpen,      // a CPU-wide perf event (kernel and user) opens now
   };
   int capability = 0;
   std::string why;
