@@ -21,7 +21,7 @@
 #                             (scripts/test.sh's stage: about 2 minutes, see ci_tests below)
 #   KPATH_QEMU_TESTS          Catch2 test spec run in the guest (overrides the suite)
 #   KPATH_QEMU_TIMEOUT        seconds for one kernel's boot and tests (default 1200; ci 420)
-#   KPATH_QEMU_TEST_TIMEOUT   seconds for one test (default 300; ci 180)
+#   KPATH_QEMU_TEST_TIMEOUT   seconds for one test (default 300; ci 120: the slowest takes 15)
 #   KPATH_QEMU_ACCEL          auto (KVM if it boots, else TCG), kvm or tcg (default auto)
 #   KPATH_QEMU_CACHE          downloaded and unpacked kernels (default /var/cache/kpathd-qemu)
 #   KPATH_QEMU_CGROUP         hybrid (v1 controllers + v2, as the development host) or unified
@@ -41,7 +41,7 @@ cache=${KPATH_QEMU_CACHE:-/var/cache/kpathd-qemu}
 suite=${KPATH_QEMU_SUITE:-full}
 case $suite in
   full) overall_timeout=${KPATH_QEMU_TIMEOUT:-1200} test_timeout=${KPATH_QEMU_TEST_TIMEOUT:-300} ;;
-  ci) overall_timeout=${KPATH_QEMU_TIMEOUT:-420} test_timeout=${KPATH_QEMU_TEST_TIMEOUT:-180} ;;
+  ci) overall_timeout=${KPATH_QEMU_TIMEOUT:-420} test_timeout=${KPATH_QEMU_TEST_TIMEOUT:-120} ;;
   *)
     echo "qemu: FAIL: KPATH_QEMU_SUITE is full or ci, not '$suite'"
     exit 1
