@@ -29,8 +29,11 @@ ln -sfn /proc/self/fd /dev/fd
 ln -sfn /proc/self/fd/0 /dev/stdin
 ln -sfn /proc/self/fd/1 /dev/stdout
 ln -sfn /proc/self/fd/2 /dev/stderr
-mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /var/tmp
+# Empty /tmp and /var/tmp, unless the build is under one of them (a CI clone in /tmp): the
+# overlay's own copy, writable, then stays visible.
+for dir in /tmp /var/tmp; do
+  case "$KPATH_BUILD_DIR/" in "$dir"/*) ;; *) mount -t tmpfs tmpfs "$dir" ;; esac
+done
 mount -t bpf bpf /sys/fs/bpf
 # Cgroups as the development host has them (docs/kernel-facts.md): v1 controllers, each in its
 # own hierarchy, and v2 at /sys/fs/cgroup/unified; or pure v2 with KPATH_QEMU_CGROUP=unified.
