@@ -114,11 +114,7 @@ class IrqOffModule {
     std::vector<std::chrono::nanoseconds> lengths;
     std::string failure;
     std::thread worker([&] {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(cpu, &set);
-      sched_setaffinity(0, sizeof(set), &set);
-      prctl(PR_SET_NAME, thread_name.c_str());
+      PinAndNameThisThread(cpu, thread_name);
       int fd = open(file_.c_str(), O_WRONLY | O_CLOEXEC);
       if (fd < 0) {
         failure = "open " + file_ + ": " + std::strerror(errno);

@@ -45,6 +45,14 @@ std::unique_ptr<IrqOffFixture> IrqOffFixture::Load(std::string* why) {
 
 IrqOffFixture::~IrqOffFixture() { irqoff_fixture_bpf__destroy(skel_); }
 
+void PinAndNameThisThread(int cpu, const std::string& name) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+  prctl(PR_SET_NAME, name.c_str());
+}
+
 std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
                                                                  std::chrono::milliseconds hold,
                                                                  int count,
@@ -52,11 +60,7 @@ std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
                                                                  const std::string& thread_name) {
   std::vector<std::chrono::nanoseconds> lengths;
   std::thread worker([&] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    sched_setaffinity(0, sizeof(set), &set);
-    prctl(PR_SET_NAME, thread_name.c_str());
+    PinAndNameThisThread(cpu, thread_name);
     skel_->bss->hold_ns = static_cast<__u64>(std::chrono::nanoseconds(hold).count());
     skel_->bss->target_tgid = static_cast<__u32>(getpid());
     for (int i = 0; i < count; ++i) {

@@ -11,6 +11,10 @@ struct irqoff_fixture_bpf;
 
 namespace kpath::testing {
 
+// Pins the calling thread to `cpu` and names it `name` (its comm): what the IRQ-off fixtures'
+// writer threads do first, so that regions are looked for on that CPU under that name.
+void PinAndNameThisThread(int cpu, const std::string& name);
+
 class IrqOffFixture {
  public:
   // Loads and attaches the fixture; nullptr and `why` when the kernel lacks what it needs (the
