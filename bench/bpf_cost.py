@@ -26,6 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kpath_bench  # noqa: E402
 from kpath_bench import free_port, memory_cgroup_root, wait_for  # noqa: E402
 
 # hook -> (kpathd program-name prefix, category, bpftrace probe with a seed-style action: bytes
@@ -130,11 +131,8 @@ def main():
                 break
         script = " ".join(HOOKS[h][2] for h in hooks)
         def start_bpftrace():
-            tracer = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL)
+            tracer = kpath_bench.start_bpftrace(script)
             procs.append(tracer)
-            wait_for(lambda: len(prog_ids_of(tracer.pid)) >= len(hooks), 60,
-                     "bpftrace to attach")
             return tracer
 
         def churn():

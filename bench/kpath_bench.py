@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -322,14 +323,21 @@ class NodeExporter(ServedProcess):
         os.rename(path + ".tmp", path)
 
 
+BPFTRACE_ATTACHED = "kpath-bench: bpftrace attached"
+
+
 def start_bpftrace(script):
-    """bpftrace running `script`, once it has attached (the "Attaching N probes" line comes just
-    before the attach itself). Stop it with stop_process(p, signal.SIGINT)."""
-    p = subprocess.Popen(["bpftrace", "-e", script], stdout=subprocess.PIPE,
+    """bpftrace running `script`, once every probe of it is attached: its BEGIN probe, which
+    bpftrace runs only after attaching the rest, prints a marker (bpftrace 0.17 prints its own
+    "Attaching N probes" line before it attaches). Its later output (the maps it prints on
+    exit) is read and dropped, so that a full pipe never blocks its exit. Stop it with
+    stop_process(p, signal.SIGINT)."""
+    begin = f'BEGIN {{ printf("{BPFTRACE_ATTACHED}\\n"); }} '
+    p = subprocess.Popen(["bpftrace", "-e", begin + script], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, text=True)
     for line in p.stdout:
-        if line.startswith("Attaching"):
-            time.sleep(0.3)
+        if line.strip() == BPFTRACE_ATTACHED:
+            threading.Thread(target=lambda: p.stdout.read(), daemon=True).start()
             return p
     stop_process(p)
     raise RuntimeError(f"bpftrace did not attach: {script}")
