@@ -259,15 +259,26 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
   double proc0 = *ProcTlbShootdowns();
   REQUIRE(before);
 
+  // Storms of 100000 calls until the sibling took 1000 shootdown IPIs (one storm, on an idle
+  // host; a few when the other vCPU is busy, as in a full CI run: 731 seen there once).
   const std::string comm = UniqueComm("kpt-tlb-");
-  REQUIRE(InChild(
-      [&] { MadviseStorm({.comm = comm, .calls = 100000, .touch = true, .sibling_cpus = cpus}); }));
+  constexpr int kCallsPerStorm = 100000;
+  int storms = 0;
+  double proc1 = proc0;
+  while (storms < 5 && proc1 - proc0 < 1000) {
+    REQUIRE(InChild([&] {
+      MadviseStorm({.comm = comm, .calls = kCallsPerStorm, .touch = true, .sibling_cpus = cpus});
+    }));
+    ++storms;
+    proc1 = *ProcTlbShootdowns();
+  }
   std::this_thread::sleep_for(300ms);  // past the next samples
-  double proc1 = *ProcTlbShootdowns();
+  proc1 = *ProcTlbShootdowns();
   auto after = kpathd.Scrape();
   REQUIRE(after);
 
   double proc_delta = proc1 - proc0;
+  INFO(storms << " storms of " << kCallsPerStorm << " calls");
   double kpath_delta =
       Sum(*after, "kpath_tlb_shootdowns_total") - Sum(*before, "kpath_tlb_shootdowns_total");
   INFO("/proc/interrupts TLB delta " << proc_delta << ", kpath_tlb_shootdowns_total delta "
@@ -291,9 +302,10 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
     WARN("tlb_flush probe not attached: " << kpathd.Output());
   }
   std::map<std::string, std::string> series{{"comm", comm}, {"advice", "dontneed"}};
-  std::string counted = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, 100000);
-  CHECK(Sum(counted, "kpath_madvise_calls_total", series) == 100000);
-  CHECK(Sum(counted, "kpath_madvise_bytes_total", series) == 409600000.0);
+  const double calls = double{kCallsPerStorm} * storms;
+  std::string counted = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, calls);
+  CHECK(Sum(counted, "kpath_madvise_calls_total", series) == calls);
+  CHECK(Sum(counted, "kpath_madvise_bytes_total", series) == calls * 4096);
 }
 
 TEST_CASE("madvise: thousands of process names stay within the label budget, totals exact",
