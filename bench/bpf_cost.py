@@ -4,14 +4,16 @@ physical limit) and a bpftrace script of the kind the case studies used, from th
 per-program run-time statistics (kernel.bpf_stats_enabled).
 
 Usage (root, from the repository root, after scripts/build.sh):
-    bench/bpf_cost.py [--build build] [--churn 2000] [--mechanism tp_btf|raw_tp|tracepoint]
-                      [--together] [--kpathd-config YAML]
+    bench/bpf_cost.py [--build build] [--churn 2000] [--rounds 1]
+                      [--mechanism tp_btf|raw_tp|tracepoint] [--together] [--kpathd-config YAML]
 
 Churns memory cgroups twice: with kpathd and the empty program attached, then (kpathd stopped)
 with bpftrace and the empty program; each tracer's figures are against the empty program of
 its own run. --together runs all three in one churn, as the first version of this bench did:
 the tracers then evict each other's data from the CPU caches between events.
-Prints, per hook, nanoseconds per event for each program and the ratio to the empty program.
+Prints, per hook, nanoseconds per event for each program and the ratio to the empty program;
+with --rounds N each tracer's run is N churns, and the figures are medians over them (the ratio
+with its range), since one churn varies by 20 % and more on a shared VM.
 Target (issue 3): kpathd at most 2x the empty program; bpftrace's seed-style script costs 3-6x.
 Leaves nothing behind: every process is stopped, the test cgroup removed, the sysctl restored.
 """
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kpath_bench  # noqa: E402
@@ -77,6 +80,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--build", default="build")
     ap.add_argument("--churn", type=int, default=2000, help="cgroup create/remove pairs")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="churns per tracer; figures are the medians over them, with the "
+                         "range of the ratio when more than one")
     ap.add_argument("--kpathd-config", default="",
                     help="YAML appended to kpathd's configuration (to compare settings)")
     ap.add_argument("--mechanism", choices=["tp_btf", "raw_tp", "tracepoint"], default="tp_btf",
@@ -159,41 +165,56 @@ def main():
         # kpathd and the empty program first; bpftrace then in a run of its own, unless
         # --together: each tracer's programs evict the others' data from the CPU caches between
         # events, which costs a program that reads maps (not the empty one) tens of ns a run.
+        # --rounds: a run of each tracer is that many churns, one after the other.
         if args.together:
             bpftrace = start_bpftrace()
-        runs = churn()
-        bpftrace_runs = runs
+        rounds = [churn() for _ in range(max(args.rounds, 1))]
+        bpftrace_rounds = rounds
         kpathd_ids = prog_ids_of(kpathd.pid)
         if not args.together:
             kpathd.send_signal(signal.SIGTERM)
             kpathd.wait(10)
             bpftrace = start_bpftrace()
-            bpftrace_runs = churn()
+            bpftrace_rounds = [churn() for _ in range(max(args.rounds, 1))]
 
-        print(f"BPF cost per event, {args.churn} memory-cgroup create/remove pairs, "
+        n_rounds = len(rounds)
+        print(f"BPF cost per event, {args.churn} memory-cgroup create/remove pairs"
+              f"{f' x {n_rounds} rounds (medians)' if n_rounds > 1 else ''}, "
               f"kernel {os.uname().release}, {os.cpu_count()} CPUs, mechanism {args.mechanism}, "
               f"{'kpathd and bpftrace together' if args.together else 'kpathd, then bpftrace'}")
-        print(f"{'hook':22} {'program':28} {'events':>8} {'ns/event':>9} {'x empty':>8}")
+        print(f"{'hook':22} {'program':28} {'events':>8} {'ns/event':>9} {'x empty':>8}"
+              + (f" {'range':>11}" if n_rounds > 1 else ""))
         worst = 0.0
         bpftrace_ids = prog_ids_of(bpftrace.pid)
         for hook in hooks:
-            for who, run, ids in [("kpathd", runs, kpathd_ids),
-                                  ("bpftrace", bpftrace_runs, bpftrace_ids)]:
-                base = run.get(empty_ids.get(hook))
-                if not base or not base[0]:
+            for who, run_rounds, ids in [("kpathd", rounds, kpathd_ids),
+                                         ("bpftrace", bpftrace_rounds, bpftrace_ids)]:
+                # Per round: the empty program's (name, events, ns/event), the tracer's.
+                bases, progs = [], []
+                for run in run_rounds:
+                    base = run.get(empty_ids.get(hook))
+                    if not base or not base[0]:
+                        continue
+                    bases.append((base[2], base[0], base[1] / base[0]))
+                    found = program(run, ids, hook)
+                    if found:
+                        name, n, ns = found
+                        progs.append((name, n, ns / n, ns / n / bases[-1][2]))
+                if not bases:
                     continue
-                base_ns = base[1] / base[0]
                 if who == "kpathd" or not args.together:  # each run's own empty program
-                    label = "empty " + base[2] + (" (2nd run)" if who == "bpftrace" else "")
-                    print(f"{hook:22} {label:28} {base[0]:8d} {base_ns:9.0f} {1.0:8.2f}")
-                found = program(run, ids, hook)
-                if not found:
+                    label = "empty " + bases[0][0] + (" (2nd run)" if who == "bpftrace" else "")
+                    print(f"{hook:22} {label:28} {median(b[1] for b in bases):8.0f} "
+                          f"{median(b[2] for b in bases):9.0f} {1.0:8.2f}")
+                if not progs:
                     continue
-                name, n, ns = found
-                ratio = ns / n / base_ns
+                ratios = [p[3] for p in progs]
+                ratio = median(ratios)
                 if who == "kpathd":
                     worst = max(worst, ratio)
-                print(f"{hook:22} {who + ' ' + name:28} {n:8d} {ns / n:9.0f} {ratio:8.2f}")
+                spread = f" {min(ratios):5.2f}-{max(ratios):.2f}" if n_rounds > 1 else ""
+                print(f"{hook:22} {who + ' ' + progs[0][0]:28} {median(p[1] for p in progs):8.0f} "
+                      f"{median(p[2] for p in progs):9.0f} {ratio:8.2f}{spread}")
         print(f"worst kpathd program: {worst:.2f}x the empty program (target: 2.00x or less)")
     finally:
         for p in reversed(procs):

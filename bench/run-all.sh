@@ -36,10 +36,10 @@ cmake --build "$build" -j2 --target kpathd kpath-bench-empty kpath-bench-madvise
   kpath-bench-bpf-crowd >/dev/null || { echo "run-all: build failed" >&2; exit 1; }
 
 if ((quick)); then
-  declare -A extra=([bpf_cost]="--churn 500" [madvise]="--rounds 3" [irqoff]="--rounds 3 --seconds 1"
+  declare -A extra=([bpf_cost]="--churn 500 --rounds 2" [madvise]="--rounds 3" [irqoff]="--rounds 3 --seconds 1"
                     [slowdown]="--quick" [serving]="--quick" [self_cost]="--quick" [growth]="--quick")
 else
-  declare -A extra=([bpf_cost]="--churn 2000" [madvise]="--rounds 9" [irqoff]="--rounds 9"
+  declare -A extra=([bpf_cost]="--churn 2000 --rounds 5" [madvise]="--rounds 9" [irqoff]="--rounds 9"
                     [slowdown]="" [serving]="" [self_cost]="" [growth]="")
 fi
 declare -A script=([bpf_cost]=bpf_cost.py [madvise]=madvise_overhead.py
