@@ -37,8 +37,16 @@ struct madvise_value {
 enum madvise_event {
   MADVISE_EVENT_IOVEC_READ_ERROR = 0, /* process_madvise iovec unreadable: call counted, bytes
                                          partial */
+  MADVISE_EVENT_SELF_CHECK,           /* kpathd's own check call, seen (not counted as a call) */
   MADVISE_EVENT_MAX,
 };
+
+/* kpathd checks that the hook it attached sees madvise(2) with a call of its own: this length,
+ * MADV_NORMAL (0), from its process (MadviseProbe::CheckHookSeesCalls). A function can be in
+ * kallsyms and BTF, and attach, and still not be on the system call's path: GCC inlines
+ * do_madvise into the syscall on some kernels (Debian 11's 5.10) and keeps a copy for its other
+ * callers. An odd length, so that no real call of kpathd's could look like it. */
+#define MADVISE_SELF_CHECK_BYTES 4661
 
 /* process_madvise accepts at most UIO_MAXIOV iovecs (more is EINVAL): the byte-summing loop is
  * bounded by it. */

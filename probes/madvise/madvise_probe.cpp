@@ -2,6 +2,8 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -274,6 +276,7 @@ absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
       skel->rodata->tp_len_size = len->size;
       skel->rodata->tp_behavior_offset = behavior->offset;
       skel->rodata->tp_behavior_size = behavior->size;
+      skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
       if (task_comm) skel->rodata->task_comm_offset = *comm_offset;
       bpf_program* pm = nullptr;
       if (with_companion) {
@@ -345,6 +348,7 @@ absl::Status MadviseProbe::AttachKprobe(const AttachPlan& plan, KernelFeatures& 
     OwnedSkeleton<madvise_bpf> skel(madvise_bpf__open(), madvise_bpf__destroy);
     if (!skel) return LibbpfError("open", errno);
     skel->rodata->kprobe_layout = kprobe_layout(*layout);
+    skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
     bpf_program* chosen = skel->progs.madvise_kprobe;
     bpf_program* pm = nullptr;
     if (with_companion) {
@@ -394,6 +398,7 @@ absl::Status MadviseProbe::AttachFentry(const AttachPlan& plan, KernelFeatures& 
   for (bool with_companion : {companion.target.has_value(), false}) {
     OwnedSkeleton<madvise_fentry_bpf> skel(madvise_fentry_bpf__open(), madvise_fentry_bpf__destroy);
     if (!skel) return LibbpfError("open", errno);
+    skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
     bpf_program* chosen = nullptr;
     switch (*layout) {
       case MadviseArgLayout::kSyscallRegs:
@@ -464,12 +469,42 @@ absl::Status MadviseProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel
     default:
       s = absl::UnimplementedError("mechanism not offered by this probe");
   }
+  if (s.ok()) s = CheckHookSeesCalls(plan);
   if (!s.ok()) {
     Detach();  // nothing of a failed attempt stays loaded
     return s;
   }
   last_drain_ = clock_();
   return absl::OkStatus();
+}
+
+uint64_t MadviseProbe::EventCount(uint32_t event) const {
+  int ncpus = libbpf_num_possible_cpus();
+  if (ncpus <= 0 || events_fd_ < 0) return 0;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
+  if (bpf_map_lookup_elem(events_fd_, &event, per_cpu.data()) != 0) return 0;
+  uint64_t sum = 0;
+  for (uint64_t v : per_cpu) sum += v;
+  return sum;
+}
+
+absl::Status MadviseProbe::CheckHookSeesCalls(const AttachPlan& plan) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t mapped = (MADVISE_SELF_CHECK_BYTES + page - 1) / page * page;
+  void* area = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (area == MAP_FAILED) return LibbpfError("mmap for the madvise check call", errno);
+  uint64_t before = EventCount(MADVISE_EVENT_SELF_CHECK);
+  int rc = madvise(area, MADVISE_SELF_CHECK_BYTES, MADV_NORMAL);
+  int err = errno;
+  uint64_t after = EventCount(MADVISE_EVENT_SELF_CHECK);
+  munmap(area, mapped);
+  if (rc != 0) return LibbpfError("kpathd's madvise check call", err);
+  // The programs ran before madvise returned: attached and on the call's path, they saw it.
+  if (after > before) return absl::OkStatus();
+  return absl::FailedPreconditionError(fmt::format(
+      "attached, but blind: kpathd's own madvise(2) call did not reach {} {} (the system call "
+      "does not go through it on this kernel: inlined into it?)",
+      MechanismName(plan.mechanism), plan.target));
 }
 
 void MadviseProbe::Detach() {

@@ -96,6 +96,11 @@ class MadviseProbe final : public Collector, public AttachableProbe {
   absl::Status AttachFentry(const AttachPlan& plan, KernelFeatures& kernel);
   // After load: find the maps, insert the reserved overflow keys.
   absl::Status AdoptMaps(bpf_object* obj);
+  // After an attach: kpathd makes one madvise call of its own (MADVISE_SELF_CHECK_BYTES) and
+  // fails the plan unless the programs saw it, so that the next plan is tried.
+  absl::Status CheckHookSeesCalls(const AttachPlan& plan);
+  // A per-CPU event counter of madvise_events, summed (0 if it cannot be read).
+  uint64_t EventCount(uint32_t event) const;
   absl::Status InsertReservedKeys();
   void Remember(bpf_program* prog, bpf_link* link);
 
