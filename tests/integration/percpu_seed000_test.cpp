@@ -17,6 +17,8 @@
 #include <sstream>
 #include <thread>
 
+#include <bpf/libbpf.h>
+
 #include "support/cgroup_churn.h"
 #include "support/kpathd_process.h"
 
@@ -53,6 +55,16 @@ class TracefsForTest {
   bool mounted_ = false;
 };
 
+// The bytes of one percpu_alloc_percpu event in bpftrace: the tracepoint's bytes_alloc where it
+// has one (Linux 5.19+), else size x possible CPUs, as kpathd counts them on those kernels.
+std::string WitnessBytes() {
+  std::ifstream format("/sys/kernel/tracing/events/percpu/percpu_alloc_percpu/format");
+  std::stringstream text;
+  text << format.rdbuf();
+  if (text.str().find(" bytes_alloc;") != std::string::npos) return "args->bytes_alloc";
+  return "args->size * " + std::to_string(libbpf_num_possible_cpus());
+}
+
 // bpftrace as the independent witness: started, then stopped with SIGINT, printing JSON maps.
 // Ready only once its BEGIN probe has printed: bpftrace 0.17 prints "attached_probes" before it
 // loads and attaches the probes, and under QEMU's TCG that takes seconds, in which a workload
@@ -60,22 +72,25 @@ class TracefsForTest {
 // every probe is attached and enabled.
 class Bpftrace {
  public:
-  explicit Bpftrace(const std::string& probes) {
-    const std::string program = "BEGIN { printf(\"" + std::string(kReady) + "\\n\"); } " + probes;
-    out_ = "/tmp/kpath-bpftrace-" + std::to_string(getpid()) + ".out";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execlp("bpftrace", "bpftrace", "-f", "json", "-e", program.c_str(), nullptr);
-      _exit(127);
-    }
+  explicit Bpftrace(const std::string& probes)
+      : program_("BEGIN { printf(\"" + std::string(kReady) + "\\n\"); } " + probes),
+        out_("/tmp/kpath-bpftrace-" + std::to_string(getpid()) + ".out") {
+    Start(/*c_types=*/false);
   }
+  // Ready (its BEGIN printed) within `timeout`. Where bpftrace cannot type a tracepoint's fields
+  // from the kernel's BTF ("unknown type name 'bool'", seen with Debian 12's bpftrace on Debian
+  // 11's 5.10), it is started again with the C headers that define them (with them where it
+  // can, bpftrace 0.17 rejects the second definition).
   bool WaitAttached(std::chrono::seconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (Output().find(kReady) != std::string::npos) return true;
+      std::string out = Output();
+      if (out.find(kReady) != std::string::npos) return true;
+      if (!c_types_ && out.find("unknown type name") != std::string::npos &&
+          waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        Start(/*c_types=*/true);
+      }
       std::this_thread::sleep_for(50ms);
     }
     return false;
@@ -106,9 +121,28 @@ class Bpftrace {
   }
 
  private:
+  void Start(bool c_types) {
+    c_types_ = c_types;
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      if (c_types) {
+        execlp("bpftrace", "bpftrace", "--include", "stdbool.h", "--include", "stddef.h", "-f",
+               "json", "-e", program_.c_str(), nullptr);
+      } else {
+        execlp("bpftrace", "bpftrace", "-f", "json", "-e", program_.c_str(), nullptr);
+      }
+      _exit(127);
+    }
+  }
+
   static constexpr const char* kReady = "kpath-witness-ready";
+  const std::string program_;
+  const std::string out_;
+  bool c_types_ = false;
   pid_t pid_ = -1;
-  std::string out_;
 };
 
 // A parent cgroup for the test in the memory hierarchy, removed (with its children) at the end.
@@ -185,8 +219,10 @@ TEST_CASE(
                                        "meminfo:\n  percpu_growth_window: 10s\n"});
   REQUIRE(kpathd.WaitUntilServing());
   Bpftrace witness("tracepoint:percpu:percpu_alloc_percpu /comm == \"" + comm +
-                   "\"/ { @bytes = sum(args->bytes_alloc); @allocs = count(); }");
-  REQUIRE(witness.WaitAttached(30s));
+                   "\"/ { @bytes = sum(" + WitnessBytes() + "); @allocs = count(); }");
+  bool attached = witness.WaitAttached(30s);
+  INFO("bpftrace: " << witness.Output());
+  REQUIRE(attached);
 
   {
     TestCgroup parent(*root, "kpath-test-seed000.slice");
