@@ -21,6 +21,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "probes/kernel/kernel_features.h"
 #include "probes/madvise/madvise_probe.h"
 #include "support/expected_mechanisms.h"
@@ -294,10 +295,13 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
                     Sum(*before, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}});
     INFO("kpath_tlb_flushes_total{reason=remote_shootdown} delta " << remote);
     CHECK(std::abs(remote - proc_delta) <= 0.1 * proc_delta);
-    // The sending side: at least one request per call that found the page mapped.
+    // The sending side: a request per flush that had another CPU to reach. Debian 11's 5.10
+    // answered each traced request with two shootdowns (/proc/interrupts and the receivers'
+    // tracepoint agree on 174,443 against 87,231 requests); 6.x kernels with one or fewer.
     double sent = Sum(*after, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}}) -
                   Sum(*before, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}});
-    CHECK(sent >= proc_delta);
+    INFO("kpath_tlb_flushes_total{reason=remote_send_ipi} delta " << sent);
+    CHECK(sent * 2 >= proc_delta);
   } else {
     WARN("tlb_flush probe not attached: " << kpathd.Output());
   }
@@ -522,6 +526,9 @@ TEST_CASE("real kernel: the madvise kprobe programs pass the verifier where kpro
     absl::Status s = probe.Attach({kpath::Mechanism::kKprobe, target}, features);
     probe.Detach();
     if (s.ok()) continue;  // a kernel with kprobes: attached and detached
+    // Attached but off the system call's path (do_madvise inlined into it, as on Debian 11's
+    // 5.10): loaded and attached, which is what this test is about.
+    if (absl::StrContains(s.message(), "attached, but blind")) continue;
     CHECK(std::string(s.message()).rfind("attach:", 0) == 0);
   }
 }
