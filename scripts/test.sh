@@ -7,9 +7,10 @@
 # Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments),
 #   KPATH_SKIP_NOBTF=1      skip the no-BTF stage (the integration tests again with the kernel's
 #                           BTF hidden, as on kernels built without it: ~1.5 minutes)
-#   KPATH_QEMU=ci           the QEMU stage (the default): Debian 12's 6.1 kernel under QEMU, one test
-#                           per fallback mechanism this kernel lacks (tests/qemu/run.sh, about 2
-#                           minutes); full: every integration test there (about 5-8 minutes)
+#   KPATH_QEMU=ci           the QEMU stage (the default): Debian 12's 6.1 and Debian 11's 5.10
+#                           kernels under QEMU, one test per fallback mechanism this kernel lacks
+#                           (tests/qemu/run.sh, about 3 minutes); full: every integration test
+#                           there (about 10-13 minutes)
 #   KPATH_SKIP_QEMU=1       skip the QEMU stage (also KPATH_QEMU=0); it skips by itself, saying
 #                           why, where QEMU cannot run or the kernel package cannot be fetched
 #   KPATH_SKIP_SANITIZE=1   skip the sanitizer stage (build-asan: a second build, ~5 minutes)
@@ -75,7 +76,7 @@ qemu_suite=${KPATH_QEMU:-ci}
 if [[ "${KPATH_SKIP_QEMU:-0}" == "1" || $qemu_suite == 0 ]]; then
   echo "QEMU stage skipped (KPATH_SKIP_QEMU=1 or KPATH_QEMU=0)"
 else
-  stage "QEMU: Debian 12's 6.1 kernel, $qemu_suite suite (tests/qemu/run.sh)"
+  stage "QEMU: Debian 12's 6.1 and Debian 11's 5.10 kernels, $qemu_suite suite (tests/qemu/run.sh)"
   qemu_log=$(mktemp)
   qemu_status=0
   BUILD_DIR="$build_dir" KPATH_QEMU_SUITE="$qemu_suite" tests/qemu/run.sh | tee "$qemu_log" ||

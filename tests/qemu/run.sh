@@ -15,9 +15,9 @@
 # Environment:
 #   KPATH_SKIP_QEMU=1         skip (prints why, exits 0)
 #   BUILD_DIR                 kpathd build with integration_test (default build)
-#   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour> (default "cloud-amd64"; also "rt-amd64"),
-#                             or SUITE/FLAVOUR for another Debian release's kernel
-#                             ("bullseye/cloud-amd64": Debian 11's 5.10)
+#   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour>, or SUITE/FLAVOUR for another
+#                             Debian release's kernel (default "cloud-amd64 bullseye/cloud-amd64":
+#                             Debian 12's 6.1 and Debian 11's 5.10; also "rt-amd64")
 #   KPATH_QEMU_SUITE          full: every integration test but three (see below; the default);
 #                             ci: one test per fallback mechanism the development kernel lacks
 #                             (scripts/test.sh's stage: about 2 minutes, see ci_tests below)
@@ -79,7 +79,11 @@ elif [[ $suite == ci ]]; then
 else
   spec=$default_spec
 fi
-if (($# > 0)); then flavours=("$@"); else read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64}"; fi
+if (($# > 0)); then
+  flavours=("$@")
+else
+  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bullseye/cloud-amd64}"
+fi
 
 log() { echo "qemu: $*"; }
 skip() {
@@ -146,27 +150,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# apt options that read another Debian release's package lists, kept in the cache and never in
-# the host's own apt state: `apt_options bullseye` (none for the host's release, "").
-apt_options() {
-  local suite=$1 dir
-  [[ -n "$suite" ]] || return 0
-  dir="$cache/apt-$suite"
-  printf '%s\n' -o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null \
-    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache" -o Dir::State::status=/dev/null
-}
+# shellcheck source=tests/qemu/apt-options.sh
+source "$repo/tests/qemu/apt-options.sh"
 
 # The package name and unpacked tree of the current kernel of a flavour; empty on failure. A
 # flavour "SUITE/FLAVOUR" (bullseye/cloud-amd64) takes the kernel of that Debian release.
 fetch_kernel() {
   local flavour=$1 suite="" image pkg deb dir
-  if [[ $flavour == */* ]]; then
-    suite=${flavour%%/*} flavour=${flavour#*/}
-    mkdir -p "$cache/apt-$suite/lists/partial" "$cache/apt-$suite/cache/archives/partial"
-    echo "deb http://deb.debian.org/debian $suite main" >"$cache/apt-$suite/sources.list"
-  fi
+  if [[ $flavour == */* ]]; then suite=${flavour%%/*} flavour=${flavour#*/}; fi
   local opts=()
-  mapfile -t opts < <(apt_options "$suite")
+  mapfile -t opts < <(apt_options "$cache" "$suite")
   image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour" 2>/dev/null |
     awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
   if [[ -z "$image" ]]; then
@@ -384,7 +377,9 @@ for flavour in "${flavours[@]}"; do
     log "irqoff module: SKIP: no kernel package in $cache/debs to take the version of the headers from"
   else
     module_status=0
-    irqoff_module=$("$repo/tests/qemu/build-irqoff-module.sh" "$kver" \
+    apt_suite=""
+    [[ $flavour == */* ]] && apt_suite=${flavour%%/*}
+    irqoff_module=$(KPATH_QEMU_APT_SUITE=$apt_suite "$repo/tests/qemu/build-irqoff-module.sh" "$kver" \
       "$(dpkg-deb -f "$image_deb" Version)" "$cache") || module_status=$?
     if ((module_status == 0)); then
       log "irqoff module: ready in $((SECONDS - module_started)) s"
