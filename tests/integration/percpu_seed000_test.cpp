@@ -185,7 +185,9 @@ pid_t ChurnAs(const std::string& comm, const std::string& parent, const std::str
     if (charge_page) {
       WriteFile(cg + "/cgroup.procs", self);
       WriteFile("/dev/shm/kpath-seed000-" + std::to_string(i), std::string(4096, 'x'));
-      WriteFile(parent + "/cgroup.procs", self);
+      // Out again, to the hierarchy's root: under cgroup v2 the parent, which delegates the
+      // memory controller to its children, may hold no process ("no internal processes").
+      WriteFile(std::filesystem::path(parent).parent_path().string() + "/cgroup.procs", self);
     }
     if (rmdir(cg.c_str()) != 0) ++failures;
   }

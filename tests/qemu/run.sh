@@ -187,6 +187,16 @@ fetch_kernel() {
   echo "$dir"
 }
 
+# A module file's contents, whether stored plain or compressed (Debian's 6.12 ships .ko.xz).
+module_bytes() {
+  case $1 in
+    *.ko.xz) xz -dc "$1" ;;
+    *.ko.zst) zstd -dcq "$1" ;;
+    *.ko.gz) gzip -dc "$1" ;;
+    *) cat "$1" ;;
+  esac
+}
+
 # Modules to load in the initramfs, dependencies first (from each .ko's modinfo `depends=`).
 module_order() {
   local moddir=$1
@@ -197,14 +207,15 @@ module_order() {
     local name=$1 path deps d
     [[ -n "${seen[$name]:-}" ]] && return 0
     seen[$name]=1
-    path=$(find "$moddir" -name "$name.ko" -print -quit)
+    path=$(find "$moddir" \( -name "$name.ko" -o -name "$name.ko.xz" -o -name "$name.ko.zst" \
+      -o -name "$name.ko.gz" \) -print -quit)
     [[ -n "$path" ]] || return 0 # built in
-    deps=$(tr '\0' '\n' <"$path" | sed -n 's/^depends=//p' | head -1)
+    deps=$(module_bytes "$path" | tr '\0' '\n' | sed -n 's/^depends=//p' | head -1)
     for d in ${deps//,/ }; do visit "$d"; done
     out+=("$path")
   }
   for m in "$@"; do visit "$m"; done
-  printf '%s\n' "${out[@]}"
+  ((${#out[@]} == 0)) || printf '%s\n' "${out[@]}"
 }
 
 # Shell-quotes a value for the guest's env file (busybox sh and bash read it).
@@ -219,9 +230,12 @@ make_initramfs() {
     ln -s busybox "$root/bin/$applet"
   done
   : >"$root/modules/order"
+  # busybox's insmod takes plain .ko files: compressed ones are unpacked on the way.
   while read -r path; do
-    cp "$path" "$root/modules/"
-    basename "$path" .ko >>"$root/modules/order"
+    name=$(basename "$path")
+    name=${name%%.ko*}
+    module_bytes "$path" >"$root/modules/$name.ko"
+    echo "$name" >>"$root/modules/order"
   done < <(module_order "$kdir/lib/modules/$kver" virtio_pci virtiofs overlay)
   cp "$repo/tests/qemu/initramfs-init.sh" "$root/init"
   chmod +x "$root/init"
