@@ -478,11 +478,13 @@ absl::Status MadviseProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel
   return absl::OkStatus();
 }
 
-uint64_t MadviseProbe::EventCount(uint32_t event) const {
+absl::StatusOr<uint64_t> MadviseProbe::EventCount(uint32_t event) const {
   int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0 || events_fd_ < 0) return 0;
+  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
   std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
-  if (bpf_map_lookup_elem(events_fd_, &event, per_cpu.data()) != 0) return 0;
+  if (bpf_map_lookup_elem(events_fd_, &event, per_cpu.data()) != 0) {
+    return LibbpfError("read madvise_events map", errno);
+  }
   uint64_t sum = 0;
   for (uint64_t v : per_cpu) sum += v;
   return sum;
@@ -493,14 +495,16 @@ absl::Status MadviseProbe::CheckHookSeesCalls(const AttachPlan& plan) {
   const size_t mapped = (MADVISE_SELF_CHECK_BYTES + page - 1) / page * page;
   void* area = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (area == MAP_FAILED) return LibbpfError("mmap for the madvise check call", errno);
-  uint64_t before = EventCount(MADVISE_EVENT_SELF_CHECK);
+  absl::StatusOr<uint64_t> before = EventCount(MADVISE_EVENT_SELF_CHECK);
   int rc = madvise(area, MADVISE_SELF_CHECK_BYTES, MADV_NORMAL);
   int err = errno;
-  uint64_t after = EventCount(MADVISE_EVENT_SELF_CHECK);
+  absl::StatusOr<uint64_t> after = EventCount(MADVISE_EVENT_SELF_CHECK);
   munmap(area, mapped);
   if (rc != 0) return LibbpfError("kpathd's madvise check call", err);
+  if (!before.ok()) return before.status();
+  if (!after.ok()) return after.status();
   // The programs ran before madvise returned: attached and on the call's path, they saw it.
-  if (after > before) return absl::OkStatus();
+  if (*after > *before) return absl::OkStatus();
   return absl::FailedPreconditionError(fmt::format(
       "attached, but blind: kpathd's own madvise(2) call did not reach {} {} (the system call "
       "does not go through it on this kernel: inlined into it?)",
@@ -571,16 +575,10 @@ absl::Status MadviseProbe::Collect(MetricFamilies& out) {
   }
   if (seconds > 0) top_calls_per_second_ = static_cast<double>(top_calls) / seconds;
 
-  int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
   for (uint32_t e = 0; e < MADVISE_EVENT_MAX; ++e) {
-    if (bpf_map_lookup_elem(events_fd_, &e, per_cpu.data()) != 0) {
-      return LibbpfError("read madvise_events map", errno);
-    }
-    uint64_t sum = 0;
-    for (uint64_t v : per_cpu) sum += v;
-    events_[e] = sum;
+    absl::StatusOr<uint64_t> n = EventCount(e);
+    if (!n.ok()) return n.status();
+    events_[e] = *n;
   }
 
   FamilyBuilder calls = Counter("kpath_madvise_calls_total",

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "probes/collect/bpf_handles.h"
 #include "probes/collect/collector.h"
 #include "probes/collect/folded_counters.h"
@@ -99,8 +100,8 @@ class MadviseProbe final : public Collector, public AttachableProbe {
   // After an attach: kpathd makes one madvise call of its own (MADVISE_SELF_CHECK_BYTES) and
   // fails the plan unless the programs saw it, so that the next plan is tried.
   absl::Status CheckHookSeesCalls(const AttachPlan& plan);
-  // A per-CPU event counter of madvise_events, summed (0 if it cannot be read).
-  uint64_t EventCount(uint32_t event) const;
+  // A per-CPU event counter of madvise_events, summed over CPUs.
+  absl::StatusOr<uint64_t> EventCount(uint32_t event) const;
   absl::Status InsertReservedKeys();
   void Remember(bpf_program* prog, bpf_link* link);
 
