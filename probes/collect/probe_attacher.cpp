@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/cord.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "spdlog/spdlog.h"
@@ -14,10 +15,22 @@
 namespace kpath {
 
 namespace {
+constexpr char kBlindHookPayload[] = "kpath/blind-hook";  // absl::string_view is not std's here
+
 std::string PlanName(const AttachPlan& plan) {
   return fmt::format("{} {}", MechanismName(plan.mechanism), plan.target);
 }
 }  // namespace
+
+absl::Status BlindHookError(std::string_view why) {
+  absl::Status s = absl::FailedPreconditionError(fmt::format("attached, but blind: {}", why));
+  s.SetPayload(kBlindHookPayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsBlindHook(const absl::Status& status) {
+  return status.GetPayload(kBlindHookPayload).has_value();
+}
 
 ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
                                 const std::vector<Mechanism>& allowed) {

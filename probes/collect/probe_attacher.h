@@ -38,6 +38,14 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
 absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
                         const std::vector<Mechanism>& allowed, ProbeState& state);
 
+// An attach that worked but whose programs do not see the events the plan is for: the probe's
+// own check event never reached them (a function off the path of the calls it should see, e.g.
+// inlined into its caller). A plan that fails so is skipped like any other; IsBlindHook tells it
+// from a mechanism that did not load or attach (the status carries a payload, not a code: a
+// libbpf error can have any code).
+absl::Status BlindHookError(std::string_view why);
+bool IsBlindHook(const absl::Status& status);
+
 // Routes libbpf's own messages to spdlog at debug level: a fallback that fails is expected and
 // already summarised by AttachFirstSupported, so libbpf's details are for --log-level debug.
 void RouteLibbpfLogsToSpdlog();

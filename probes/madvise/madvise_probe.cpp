@@ -505,9 +505,9 @@ absl::Status MadviseProbe::CheckHookSeesCalls(const AttachPlan& plan) {
   if (!after.ok()) return after.status();
   // The programs ran before madvise returned: attached and on the call's path, they saw it.
   if (*after > *before) return absl::OkStatus();
-  return absl::FailedPreconditionError(fmt::format(
-      "attached, but blind: kpathd's own madvise(2) call did not reach {} {} (the system call "
-      "does not go through it on this kernel: inlined into it?)",
+  return BlindHookError(fmt::format(
+      "kpathd's own madvise(2) call did not reach {} {}: the system call does not go through it "
+      "on this kernel (inlined into it?)",
       MechanismName(plan.mechanism), plan.target));
 }
 

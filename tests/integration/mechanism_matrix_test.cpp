@@ -25,7 +25,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "fmt/format.h"
 #include "probes/collect/metric_families.h"
 #include "probes/collect/probe_attacher.h"
@@ -112,7 +111,7 @@ bool AttachAlone(kpath::AttachableProbe& probe, const kpath::AttachPlan& plan,
   }
   absl::Status attached = probe.Attach(plan, kernel);
   if (attached.ok()) return true;
-  if (absl::StrContains(attached.message(), "attached, but blind")) {
+  if (kpath::IsBlindHook(attached)) {
     // The mechanism works; this function is off the path of the calls it should see (the
     // probe's own check call did not reach it): the next plan is the probe's answer.
     WARN(probe_name << " " << mechanism << " " << plan.target << ": " << attached.message());
@@ -126,7 +125,8 @@ bool AttachAlone(kpath::AttachableProbe& probe, const kpath::AttachPlan& plan,
 }
 
 // Whether the verifier takes BPF compare-and-swap (Linux 5.12+), which the percpu probe's array
-// table needs: asked of the kernel with a four-instruction program, as the probe's own load does.
+// table needs: asked of the kernel with a program of eight instructions that makes one, apart
+// from the probe, whose own answer (loading the table or not) is what is checked against it.
 bool KernelTakesBpfCmpxchg() {
   const bpf_insn insns[] = {
       {.code = BPF_ST | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_10, .off = -8, .imm = 0},
@@ -370,7 +370,11 @@ TEST_CASE(
         auto before_by = SumForComm(before, "kpath_percpu_alloc_bytes_total", comm, "caller");
         double most = 0;
         for (const auto& [name, bytes] : held_by) {
-          if (bytes - before_by[name] > most) most = bytes - before_by[name], caller = name;
+          double added = bytes - before_by[name];
+          if (added > most) {
+            most = added;
+            caller = name;
+          }
         }
       }
       INFO("the map's elements' caller: " << caller);

@@ -44,6 +44,7 @@ class FakeKernel final : public KernelFeatures {
 class FakeProbe final : public AttachableProbe {
  public:
   std::set<Mechanism> attach_fails;
+  std::set<Mechanism> attach_blind;  // attaches, then its check event does not arrive
   std::vector<Mechanism> attempted;
   int detached = 0;
 
@@ -68,6 +69,7 @@ class FakeProbe final : public AttachableProbe {
   absl::Status Attach(const AttachPlan& plan, KernelFeatures&) override {
     attempted.push_back(plan.mechanism);
     if (attach_fails.count(plan.mechanism)) return absl::PermissionDeniedError("load: EPERM");
+    if (attach_blind.count(plan.mechanism)) return BlindHookError("the check call did not arrive");
     return absl::OkStatus();
   }
   void Detach() override { ++detached; }
@@ -176,6 +178,23 @@ TEST_CASE("a restriction that leaves out only what the kernel lacks is a failure
   CHECK(state.mechanism == Mechanism::kNone);
   CHECK_FALSE(state.excluded_by_config);
   CHECK_THAT(state.detail, Catch::Contains("tp_btf cat:event: not in the configured mechanisms"));
+}
+
+TEST_CASE("a plan found blind after attaching falls through, and is told from a load failure",
+          "[attach]") {
+  FakeKernel kernel;
+  FakeProbe probe;
+  probe.attach_blind = {Mechanism::kTpBtf};
+  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  CHECK(state.mechanism == Mechanism::kRawTp);
+  CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kTpBtf, Mechanism::kRawTp});
+
+  absl::Status blind = BlindHookError("why");
+  CHECK(IsBlindHook(blind));
+  CHECK_FALSE(blind.ok());
+  // A libbpf error with the same code is not one: the mark is a payload.
+  CHECK_FALSE(IsBlindHook(absl::FailedPreconditionError("attached, but blind: a lookalike")));
+  CHECK_FALSE(IsBlindHook(absl::OkStatus()));
 }
 
 TEST_CASE("mechanism names round-trip and none is not configurable", "[attach]") {
