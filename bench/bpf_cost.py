@@ -166,18 +166,18 @@ def main():
         # --together: each tracer's programs evict the others' data from the CPU caches between
         # events, which costs a program that reads maps (not the empty one) tens of ns a run.
         # --rounds: a run of each tracer is that many churns, one after the other.
+        n_rounds = max(args.rounds, 1)
         if args.together:
             bpftrace = start_bpftrace()
-        rounds = [churn() for _ in range(max(args.rounds, 1))]
+        rounds = [churn() for _ in range(n_rounds)]
         bpftrace_rounds = rounds
         kpathd_ids = prog_ids_of(kpathd.pid)
         if not args.together:
             kpathd.send_signal(signal.SIGTERM)
             kpathd.wait(10)
             bpftrace = start_bpftrace()
-            bpftrace_rounds = [churn() for _ in range(max(args.rounds, 1))]
+            bpftrace_rounds = [churn() for _ in range(n_rounds)]
 
-        n_rounds = len(rounds)
         print(f"BPF cost per event, {args.churn} memory-cgroup create/remove pairs"
               f"{f' x {n_rounds} rounds (medians)' if n_rounds > 1 else ''}, "
               f"kernel {os.uname().release}, {os.cpu_count()} CPUs, mechanism {args.mechanism}, "
