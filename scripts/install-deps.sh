@@ -20,6 +20,9 @@ test_pkgs=(
   # tests/deploy: systemd-analyze (the unit's sandbox), strace (its system-call filter),
   # dpkg-dev (dpkg-shlibdeps for the CPack .deb)
   systemd strace dpkg-dev
+  # tests/systemd: a real systemd as PID 1 (systemd-nspawn, and QEMU with systemd as init) on a
+  # Debian 12 root filesystem made by mmdebstrap (tests/systemd/rootfs.sh)
+  systemd-container mmdebstrap
   # tests/qemu: other kernels under QEMU (virtiofsd ships with qemu-system-common), a static
   # busybox and cpio for the guest's initramfs
   qemu-system-x86 busybox-static cpio
