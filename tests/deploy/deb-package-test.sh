@@ -80,4 +80,72 @@ if file "$tmp/root/usr/sbin/kpathd" 2>/dev/null | grep -q 'not stripped'; then
   fail=1
 fi
 ((fail == 0)) && echo "contents, control fields, conffiles and maintainer scripts as expected: $(wc -l <"$tmp/contents") entries, Depends: $(field Depends)"
-exit $fail
+((fail == 0)) || exit $fail
+
+# The maintainer scripts, run by the real dpkg in a Debian 12 root (tests/systemd/rootfs.sh's,
+# through an overlay that goes away with this test's mount namespace): what they leave enabled,
+# masked and configured across install, reinstall, remove, install again and purge. (Starting,
+# restarting and stopping need systemd as PID 1: the systemd stage, tests/systemd/, checks them.)
+if [[ $EUID -ne 0 ]]; then
+  echo "WARN: not root: the maintainer scripts were not run" >&2
+  exit 0
+fi
+rootfs_status=0
+rootfs=$("$src/tests/systemd/rootfs.sh") || rootfs_status=$?
+if ((rootfs_status == 2)); then
+  echo "WARN: no Debian 12 root to run the maintainer scripts in (above): not run" >&2
+  exit 0
+fi
+((rootfs_status == 0)) || { echo "FAIL: tests/systemd/rootfs.sh failed" >&2; exit 1; }
+mkdir -p "$tmp/upper" "$tmp/work" "$tmp/merged"
+cat >"$tmp/lifecycle.sh" <<'LIFECYCLE'
+set -eu
+root=$1
+mount -t overlay overlay -o "lowerdir=$2,upperdir=$3,workdir=$4" "$root"
+mkdir -p "$root/root/pkg"
+mount --bind "$(dirname "$5")" "$root/root/pkg"
+pkg=/root/pkg/$(basename "$5")
+in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+wants=$root/etc/systemd/system/multi-user.target.wants/kpathd.service
+mask=$root/etc/systemd/system/kpathd.service
+state() {  # enabled|disabled, masked|unmasked
+  if [ -L "$wants" ]; then printf enabled; else printf disabled; fi
+  if [ -L "$mask" ] && [ "$(readlink "$mask")" = /dev/null ]; then echo ,masked; else echo ,unmasked; fi
+}
+expect() {
+  got=$(state)
+  if [ "$got" != "$2" ]; then echo "FAIL: after $1 kpathd.service is $got, expected $2" >&2; exit 1; fi
+  echo "  after $1: $got"
+}
+in_root dpkg -i "$pkg" >/dev/null 2>&1
+expect "dpkg -i" enabled,unmasked
+echo "sampling_interval: 7s  # edited" >>"$root/etc/kpathd/kpathd.yaml"
+in_root dpkg -i "$pkg" >/dev/null 2>&1
+expect "dpkg -i again (reinstall)" enabled,unmasked
+grep -q '# edited' "$root/etc/kpathd/kpathd.yaml" || { echo "FAIL: reinstalling lost the edited conffile" >&2; exit 1; }
+in_root dpkg -r kpathd >/dev/null
+# As with dh_installsystemd's scripts, the enable link stays (dangling) until purge.
+expect "dpkg -r" enabled,unmasked
+grep -q '# edited' "$root/etc/kpathd/kpathd.yaml" || { echo "FAIL: dpkg -r removed the edited conffile" >&2; exit 1; }
+in_root dpkg -i "$pkg" >/dev/null 2>&1
+expect "dpkg -r, then dpkg -i" enabled,unmasked
+# What the postrm of kpathd before 0.1.0's issue 17 fixes did on remove.
+in_root dpkg -r kpathd >/dev/null
+in_root env DPKG_MAINTSCRIPT_PACKAGE=kpathd deb-systemd-helper mask kpathd.service >/dev/null
+expect "dpkg -r, then deb-systemd-helper mask" enabled,masked
+in_root dpkg -i "$pkg" >/dev/null 2>&1
+expect "dpkg -r, masked as by earlier packages, then dpkg -i" enabled,unmasked
+in_root systemctl disable kpathd.service >/dev/null 2>&1
+in_root dpkg -i "$pkg" >/dev/null 2>&1
+expect "systemctl disable, then dpkg -i (an administrator's choice stays)" disabled,unmasked
+in_root dpkg -P kpathd >/dev/null
+expect "dpkg -P" disabled,unmasked
+if [ -e "$root/etc/kpathd/kpathd.yaml" ]; then echo "FAIL: dpkg -P left /etc/kpathd/kpathd.yaml" >&2; exit 1; fi
+if ls "$root"/var/lib/systemd/deb-systemd-helper-enabled/ 2>/dev/null | grep -q kpathd; then
+  echo "FAIL: dpkg -P left deb-systemd-helper state for kpathd" >&2; exit 1
+fi
+LIFECYCLE
+echo "maintainer scripts, run by dpkg in $rootfs (overlay):"
+unshare -m --propagation private sh "$tmp/lifecycle.sh" "$tmp/merged" "$rootfs" "$tmp/upper" "$tmp/work" "$deb" ||
+  { echo "FAIL: the maintainer scripts (above)" >&2; exit 1; }
+echo "install, reinstall, remove, install again, purge: enabled, never masked, conffile kept until purge"

@@ -6,8 +6,11 @@
 #     functions are named (CAP_SYSLOG);
 #   - every system call kpathd makes, from start to SIGTERM, is allowed by the unit's
 #     SystemCallFilter (strace against `systemd-analyze syscall-filter`).
-# systemd is not PID 1 in CI, so the unit itself cannot be started; these are the parts of it
-# that can be checked without systemd. Exit 77 (skip) only without systemd-analyze.
+#   - the unit's mount sandbox keeps /proc/kallsyms readable (ProtectKernelTunables=yes hides
+#     it) and still makes read-only every path ProtectKernelTunables= would.
+# These are the parts of the unit that can be checked without systemd as PID 1, offline. The
+# systemd stage (tests/systemd/) starts the unit itself under a real systemd (systemd-nspawn)
+# and checks that percpu callers are named there. Exit 77 (skip) only without systemd-analyze.
 # Usage: systemd-unit-test.sh UNIT_FILE KPATHD_BINARY
 set -euo pipefail
 unit=$1 kpathd=$2
@@ -40,7 +43,29 @@ if ! awk -v s="$score" -v m="$max_exposure" 'BEGIN { exit !(s <= m) }'; then
   exit 1
 fi
 
-# 2. The unit verifies (with ExecStart pointing at the binary under test).
+# 2. /proc/kallsyms stays readable in the unit's mount namespace. ProtectKernelTunables=yes makes
+# it an inaccessible empty file (systemd's namespace.c; BindReadOnlyPaths= cannot undo that), so
+# the unit lists what that setting protects (systemd 252, systemd.exec(5)) itself.
+setting() { sed -n "s/^$1=//p" "$unit" | tr ' ' '\n' | sed '/^$/d'; }
+if [[ $(setting ProtectKernelTunables | tail -1) =~ ^(yes|true|on|1)$ ]]; then
+  echo "FAIL: ProtectKernelTunables=yes hides /proc/kallsyms from kpathd: callers would be unknown" >&2
+  exit 1
+fi
+if setting InaccessiblePaths | sed 's/^[-+]*//' | grep -qx /proc/kallsyms; then
+  echo "FAIL: InaccessiblePaths= hides /proc/kallsyms" >&2
+  exit 1
+fi
+read_only=$(setting ReadOnlyPaths | sed 's/^-//')
+for path in /sys /proc/sys /proc/sysrq-trigger /proc/latency_stats /proc/acpi /proc/apm \
+  /proc/asound /proc/bus /proc/fs /proc/irq /proc/mtrr /proc/scsi /proc/timer_stats; do
+  grep -qx "$path" <<<"$read_only" ||
+    { echo "FAIL: $path is not in the unit's ReadOnlyPaths= (ProtectKernelTunables= would cover it)" >&2; exit 1; }
+done
+setting InaccessiblePaths | sed 's/^-//' | grep -qx /proc/kcore ||
+  { echo "FAIL: /proc/kcore is not in the unit's InaccessiblePaths=" >&2; exit 1; }
+echo "kernel tunables: read-only by ReadOnlyPaths=, /proc/kcore hidden, /proc/kallsyms readable"
+
+# 3. The unit verifies (with ExecStart pointing at the binary under test).
 sed "s#^ExecStart=/usr/sbin/kpathd#ExecStart=$kpathd#" "$unit" >"$tmp/kpathd.service"
 systemd-analyze verify "$tmp/kpathd.service"
 echo "systemd-analyze verify: ok"
@@ -96,7 +121,7 @@ health() {
   grep -E '^kpath_(probe_attached|collector_success)\{' "$1" | sort
 }
 
-# 3. Capabilities: the unit's bounding set against full root.
+# 4. Capabilities: the unit's bounding set against full root.
 caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$unit" | tr 'A-Z' 'a-z' | sed -E 's/cap_/+/g; s/ +/,/g')
 [[ -n $caps ]] || { echo "FAIL: no CapabilityBoundingSet= in $unit" >&2; exit 1; }
 run_kpathd root
@@ -112,7 +137,7 @@ if [[ $(named "$tmp/root.metrics") -gt 0 && $(named "$tmp/sandboxed.metrics") -e
 fi
 echo "capabilities: $(health "$tmp/sandboxed.metrics" | grep -c ' 1$') probes and collectors work with only $caps"
 
-# 4. System calls: everything kpathd calls is in the unit's SystemCallFilter allow list.
+# 5. System calls: everything kpathd calls is in the unit's SystemCallFilter allow list.
 expand() {  # prints the system calls of a group or name, groups expanded recursively
   local item=$1
   if [[ $item == @* ]]; then
