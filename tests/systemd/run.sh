@@ -184,7 +184,7 @@ nspawn_part() {
   fi
 
   local machine="kpathd-test-$$"
-  log "boot: systemd-nspawn --boot --volatile=overlay (machine $machine, console log kept for failures)"
+  log "boot: systemd-nspawn --boot --volatile=overlay (machine $machine)"
   # shellcheck disable=SC2016
   setsid unshare --mount --propagation private bash -c '
     set -e
@@ -292,8 +292,8 @@ EOF
     fail "no start or no 'ready, serving' line from kpathd in the journal"
     cat "$work/start.journal"
   elif awk -v f="$first_s" -v r="$ready_s" -v e="$exec_us" -v a="$active_us" \
-    'BEGIN { exit !(e / 1e6 <= f && f < a / 1e6 && (r - a / 1e6) < 1 && (a / 1e6 - r) < 1) }'; then
-    pass "Type=notify: exec at $(usec_to_s "$exec_us"), kpathd's first line at $first_s, active at $(usec_to_s "$active_us") with 'ready, serving' at $ready_s (READY=1 and that line are sent together)"
+    'BEGIN { exit !(e / 1e6 <= f && f < a / 1e6 && (r - a / 1e6) < 3 && (a / 1e6 - r) < 3) }'; then
+    pass "Type=notify: exec at $(usec_to_s "$exec_us"), kpathd's first line at $first_s, active at $(usec_to_s "$active_us") with 'ready, serving' at $ready_s (READY=1 and that line are sent together: within 3 s)"
   else
     fail "not active after READY=1: exec $(usec_to_s "$exec_us"), first line $first_s, 'ready' line $ready_s, active $(usec_to_s "$active_us")"
     cat "$work/start.journal"
@@ -602,11 +602,7 @@ EOF
 
 if ((run_nspawn)); then
   nspawn_part
-  if ((failures > 0)); then
-    nspawn_status=1
-    echo "[systemd] nspawn console log (last 30 lines):"
-    tail -30 "$work/console.log" 2>/dev/null | sed 's/^/    /'
-  fi
+  ((failures == 0)) || nspawn_status=1
   log "nspawn part: $failures failure(s)"
 fi
 
