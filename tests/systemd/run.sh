@@ -29,7 +29,8 @@
 #   KPATH_SKIP_SEED000_GUEST=1  do not run tests/systemd/seed000-guest.sh
 # Functions below are called through traps and poll: shellcheck cannot see it.
 # shellcheck disable=SC2317
-set -euo pipefail
+# (-E: the ERR trap below names the failing command inside functions too.)
+set -Eeuo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build_dir=${BUILD_DIR:-build}
 [[ $build_dir == /* ]] || build_dir=$src/$build_dir
@@ -235,7 +236,7 @@ nspawn_part() {
       done
     } | sort >"$work/$1.events"
     ct cat /proc/1/mountinfo | awk '{ for (i = 7; i <= NF; i++) if ($i == "-") { print $5, $(i + 1); break } }' |
-      grep -E ' (tracefs|debugfs|bpf)$' | sort >"$work/$1.mounts"
+      { grep -E ' (tracefs|debugfs|bpf)$' || true; } | sort >"$work/$1.mounts"
   }
   snapshot_kernel_objects before
 
@@ -321,12 +322,12 @@ EOF
       /^kpath_probe_attached\{/ { p = $0; sub(/.*probe="/, "", p); sub(/".*/, "", p); att[p] = $2; line[p] = $0 }
       END { for (p in att) if (att[p] != 1 && excl[p] != 1) print line[p] }' "$work/metrics")
     local attached_list
-    attached_list=$(grep '^kpath_probe_attached{' "$work/metrics" | sed -E 's/^kpath_probe_attached\{(.*)\} (.*)/\1=\2/' | tr '\n' ' ')
+    attached_list=$(grep '^kpath_probe_attached{' "$work/metrics" | sed -E 's/^kpath_probe_attached\{(.*)\} (.*)/\1=\2/' | tr '\n' ' ' || true)
     if ! grep -q '^kpath_probe_attached{.*} 1$' "$work/metrics"; then
       fail "no probe attached: $attached_list"
     elif [[ -n $not_attached ]]; then
       fail "probes the kernel offers but not attached: $not_attached"
-      ct journalctl -u kpathd --no-pager -o cat | grep -i 'probe' | tail -20
+      ct journalctl -u kpathd --no-pager -o cat | grep -i 'probe' | tail -20 || true
     else
       pass "every probe not off by configuration is attached: $attached_list"
     fi
@@ -462,7 +463,7 @@ EOF
     else
       fail "watchdog restart: NRestarts=$nr, MainPID $pid1 -> $pid2, journal line '${wd_line}'"
     fi
-    ct journalctl -u kpathd --no-pager -o cat | grep -iE 'watchdog|Main process exited|Scheduled restart|Failed with result' | sed 's/^/    journal: /'
+    ct journalctl -u kpathd --no-pager -o cat | grep -iE 'watchdog|Main process exited|Scheduled restart|Failed with result' | sed 's/^/    journal: /' || true
     pid1=$pid2
   else
     fail "watchdog: the stopped kpathd was not restarted within $((watchdog_s + 60)) s (NRestarts $(prop NRestarts), state $(ct systemctl is-active kpathd))"
@@ -474,7 +475,8 @@ EOF
   # --- stop: within 2 s, nothing left behind
   # kpathd's BPF programs and links by id, from its own fds: ids are global and not reused soon,
   # so other BPF users of this shared kernel do not disturb the comparison.
-  ct sh -c "cat /proc/$pid1/fdinfo/* 2>/dev/null" | awk '$1 == "prog_id:" || $1 == "link_id:" { print $1, $2 }' | sort -u >"$work/kpathd-ids"
+  # (A descriptor closed between the glob and cat fails cat: not an error here.)
+  ct sh -c "cat /proc/$pid1/fdinfo/* 2>/dev/null; true" | awk '$1 == "prog_id:" || $1 == "link_id:" { print $1, $2 }' | sort -u >"$work/kpathd-ids"
   local progs links
   progs=$(awk '$1 == "prog_id:" { print $2 }' "$work/kpathd-ids" | tr '\n' ' ')
   links=$(awk '$1 == "link_id:" { print $2 }' "$work/kpathd-ids" | tr '\n' ' ')
