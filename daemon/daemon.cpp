@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "daemon/least_privilege.h"
+#include "daemon/log_format.h"
 #include "daemon/metrics_server.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn_probe.h"
@@ -90,8 +91,8 @@ absl::Status ConfigureLogging(const std::string& level) {
     spdlog::set_default_logger(logger);
     installed = true;
   }
-  // Under systemd, journald stamps every line already.
-  spdlog::set_pattern(std::getenv("JOURNAL_STREAM") ? "%l: %v" : "%Y-%m-%dT%H:%M:%S.%e %l: %v");
+  // Under systemd, journald stamps every line already, and files it at the "<N>" priority.
+  spdlog::set_formatter(StderrLogFormatter(IsJournalStream(STDERR_FILENO)));
   spdlog::set_level(lvl);
   spdlog::flush_on(spdlog::level::trace);
   return absl::OkStatus();

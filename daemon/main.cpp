@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/build_info.h"
 #include "daemon/cli.h"
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose.h"
+#include "daemon/log_format.h"
 #include "daemon/metrics_server.h"
 #include "spdlog/spdlog.h"
 
@@ -41,12 +43,12 @@ int main(int argc, char** argv) {
     case kpath::CliOptions::Mode::kCheckConfig: {
       absl::StatusOr<kpath::Config> config = kpath::LoadConfigFile(*cli->config_path);
       if (!config.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(config.status().message()).c_str());
+        kpath::PrintError(std::string(config.status().message()));
         return 1;
       }
       // The web configuration file it names, with its certificates and hashes.
       if (absl::StatusOr<kpath::WebSecurity> web = kpath::LoadWebSecurity(config->web); !web.ok()) {
-        std::fprintf(stderr, "%s\n", std::string(web.status().message()).c_str());
+        kpath::PrintError(std::string(web.status().message()));
         return 1;
       }
       std::printf("%s: valid\n", cli->config_path->c_str());
@@ -61,17 +63,17 @@ int main(int argc, char** argv) {
   if (cli->config_path) {
     absl::StatusOr<kpath::Config> loaded = kpath::LoadConfigFile(*cli->config_path);
     if (!loaded.ok()) {
-      std::fprintf(stderr, "kpathd: %s\n", std::string(loaded.status().message()).c_str());
+      kpath::PrintError(absl::StrCat("kpathd: ", loaded.status().message()));
       return 2;
     }
     config = *std::move(loaded);
   }
   if (absl::Status s = kpath::ApplyCommandLine(*cli, config); !s.ok()) {
-    std::fprintf(stderr, "kpathd: %s\n", std::string(s.message()).c_str());
+    kpath::PrintError(absl::StrCat("kpathd: ", s.message()));
     return 2;
   }
   if (absl::Status s = kpath::ConfigureLogging(config.log_level); !s.ok()) {
-    std::fprintf(stderr, "kpathd: %s\n", std::string(s.message()).c_str());
+    kpath::PrintError(absl::StrCat("kpathd: ", s.message()));
     return 2;
   }
   kpath::BlockDaemonSignals();
