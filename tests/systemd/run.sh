@@ -190,9 +190,10 @@ nspawn_part() {
   setsid unshare --mount --propagation private bash -c '
     set -e
     echo $$ >"$1/nspawn.pid"
-    mount -t tracefs tracefs /sys/kernel/tracing
-    mount -t debugfs debugfs /sys/kernel/debug
-    mount -t bpf bpf /sys/fs/bpf
+    # (Where the host has one mounted already, this namespace holds a copy of that mount.)
+    mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
+    mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
+    mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf
     exec nice -n 5 systemd-nspawn --boot --quiet -D "$2" --volatile=overlay --machine="$3" \
       --register=no --keep-unit --private-network --capability=all \
       --system-call-filter="bpf perf_event_open" \
@@ -208,10 +209,10 @@ nspawn_part() {
   nspawn_pid=$(cat "$work/nspawn.pid")
   find_leader() {
     leader=$(pgrep -P "$nspawn_pid" -x systemd | head -1)
-    [[ -n $leader ]]
+    [[ -n $leader ]] || ! kill -0 "$nspawn_pid" 2>/dev/null
   }
-  if ! poll 30 find_leader; then
-    fail "no systemd in the container 30 s after systemd-nspawn started"
+  if ! poll 30 find_leader || [[ -z $leader ]]; then
+    fail "no systemd in the container 30 s after systemd-nspawn started (systemd-nspawn $(kill -0 "$nspawn_pid" 2>/dev/null && echo "still running" || echo "exited"); its output:)"
     cat "$work/console.log"
     return
   fi
