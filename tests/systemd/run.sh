@@ -383,6 +383,9 @@ EOF
   local reload_s n_after
   reload_s=$(awk -v a="$t" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
   # Read right after systemctl returned, without waiting: the reload must be done by then.
+  # (kpathd logs the line before it answers the ExecReload client; --sync has journald store
+  # what was written before it, so a busy journald does not fail a reload that was done.)
+  ct journalctl --sync
   n_after=$(ct journalctl -u kpathd --no-pager -o cat | grep -c 'SIGHUP: configuration reloaded' || true)
   if ((rc == 0 && n_after == n_before + 1)); then
     pass "systemctl reload (sampling_interval 5s -> 4s): rc 0 in $reload_s s, 'configuration reloaded' already in the journal when it returned"
@@ -398,6 +401,7 @@ EOF
   ct systemctl reload kpathd >"$work/reload-bad.out" 2>&1 || rc=$?
   reload_s=$(awk -v a="$t" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
   # The refusal may come from kpathd or from ExecReload's client: either is in the unit's journal.
+  ct journalctl --sync
   local refused
   refused=$(ct journalctl -u kpathd --no-pager -o cat | grep -F "$conf:$bad_line" | tail -1 || true)
   if [[ -n $refused ]]; then
@@ -420,6 +424,7 @@ EOF
   ct cp -p /root/kpathd.yaml.orig "$conf"
   ct sed -i 's/^listen_address: .*/listen_address: "0.0.0.0:9478"/' "$conf"
   ct systemctl reload kpathd >/dev/null 2>&1 || true
+  ct journalctl --sync
   local warnings
   warnings=$(ct journalctl -u kpathd --no-pager -o cat -p warning _PID="$pid1" || true)
   if grep -q 'listen_address changed; it takes effect on restart' <<<"$warnings" &&
