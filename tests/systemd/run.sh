@@ -136,11 +136,13 @@ if ((run_nspawn)); then
     run_nspawn=0
     nspawn_status=2
   elif ((rootfs_rc != 0)); then
-    # Only an unreachable archive is a reason to skip; any other mmdebstrap failure fails.
-    mirror=$(awk '/^deb /{ print $2; exit }' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
-    [[ -z $mirror ]] && mirror=$(awk '/^URIs:/{ print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-    if [[ -n $mirror ]] && ! curl -sS -o /dev/null --max-time 20 "${mirror%/}/dists/bookworm/Release" 2>"$work/curl.err"; then
-      echo "[systemd] nspawn part skipped: the rootfs cannot be built: Debian's archive ($mirror) is unreachable: $(cat "$work/curl.err")"
+    # Only an unreachable archive is a reason to skip; any other mmdebstrap failure fails. Asked
+    # through apt (its proxy and options, as mmdebstrap uses them), at the host's first mirror.
+    mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+    mirror=${mirror:-http://deb.debian.org/debian}
+    if ! timeout 60 /usr/lib/apt/apt-helper download-file "${mirror%/}/dists/bookworm/Release" \
+      "$work/Release" >"$work/apt-helper.log" 2>&1; then
+      echo "[systemd] nspawn part skipped: the rootfs cannot be built: Debian's archive ($mirror) is unreachable: $(grep -m1 '^E:' "$work/apt-helper.log")"
       run_nspawn=0
       nspawn_status=2
     else
