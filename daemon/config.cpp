@@ -482,7 +482,8 @@ class ConfigParser {
   absl::Status ParseWeb(const YAML::Node& key_node, const YAML::Node& value,
                         WebServerConfig& web) const {
     if (absl::Status status = CheckSection(key_node, value, "web"); !status.ok()) return status;
-    return ForEachKey(value, "web", {"config_file", "max_connections", "request_timeout"},
+    return ForEachKey(value, "web",
+                      {"config_file", "max_connections", "request_timeout", "keep_alive_timeout"},
                       [&](const std::string& key, const YAML::Node& child_key,
                           const YAML::Node& child) -> absl::Status {
                         const std::string path = KeyPath("web", key);
@@ -491,6 +492,10 @@ class ConfigParser {
                         if (key == "request_timeout") {
                           return ParseDuration(child_key, child, path, absl::Milliseconds(100),
                                                absl::Minutes(5), web.request_timeout);
+                        }
+                        if (key == "keep_alive_timeout") {
+                          return ParseDuration(child_key, child, path, absl::ZeroDuration(),
+                                               absl::Minutes(10), web.keep_alive_timeout);
                         }
                         // Empty: no web configuration file.
                         if (child.IsNull() || (child.IsScalar() && child.Scalar().empty())) {

@@ -34,6 +34,11 @@ struct WebServerConfig {
   int max_connections = 128;
   // Longest a client may take to send its request (headers included) or to take the response.
   absl::Duration request_timeout = absl::Seconds(5);
+  // How long a connection is kept open for the client's next request (HTTP keep-alive); zero:
+  // one request per connection. Longer than Prometheus's usual scrape intervals (15 s to 1 min),
+  // so that it scrapes over one connection. Idle kept-alive connections never hold more than
+  // half of the max_connections threads (metrics_server.cpp).
+  absl::Duration keep_alive_timeout = absl::Seconds(75);
   bool operator==(const WebServerConfig&) const = default;
 };
 

@@ -315,10 +315,12 @@ void Daemon::Reload(std::optional<pid_t> requester) {
   };
   restart_only(next->listen_address != config_.listen_address, "listen_address");
   restart_only(next->web.max_connections != config_.web.max_connections ||
-                   next->web.request_timeout != config_.web.request_timeout,
-               "web.max_connections and web.request_timeout");
+                   next->web.request_timeout != config_.web.request_timeout ||
+                   next->web.keep_alive_timeout != config_.web.keep_alive_timeout,
+               "web.max_connections, web.request_timeout and web.keep_alive_timeout");
   next->web.max_connections = config_.web.max_connections;
   next->web.request_timeout = config_.web.request_timeout;
+  next->web.keep_alive_timeout = config_.web.keep_alive_timeout;
   // The web configuration file is re-read; refused with the rest if it does not validate.
   if (absl::Status web = metrics_server_->Reload(next->web); !web.ok()) {
     spdlog::error("SIGHUP: configuration refused, the running one stays in force: {}",

@@ -3,6 +3,7 @@
 #include <CivetServer.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -29,10 +30,50 @@ int LogCivetwebMessage(const mg_connection*, const char* message) {
   return 1;
 }
 
+// Idle kept-alive connections never take more than half of civetweb's threads, so that the other
+// half serves new connections as without keep-alive: it still takes that many idle or slow
+// clients to delay a scrape, by request_timeout at most. civetweb 1.15 has no such limit (a
+// kept-alive connection holds its thread until keep_alive_timeout_ms), so kpathd counts the
+// connections being served (init_connection ... connection_close) and, when a request arrives
+// while more than half of the threads are taken, has civetweb close its connection after the
+// response, as if the client had sent "Connection: close". One server per process.
+struct KeepAliveGate {
+  std::atomic<int> open{0};   // connections on a thread: being served or kept alive
+  std::atomic<int> limit{0};  // at most this many open for a connection to be kept alive
+};
+KeepAliveGate keep_alive_gate;
+
+int CountConnection(const mg_connection*, void**) {
+  keep_alive_gate.open.fetch_add(1);
+  return 0;
+}
+
+int CloseWhenBusy(mg_connection* conn) {
+  if (keep_alive_gate.open.load() <= keep_alive_gate.limit.load()) return 0;
+  // The request's headers live in the connection (not const there): a Connection header,
+  // replaced or added, is what civetweb's should_keep_alive() reads after the response.
+  auto* request = const_cast<mg_request_info*>(mg_get_request_info(conn));
+  static constexpr char kConnection[] = "Connection";
+  static constexpr char kClose[] = "close";
+  for (int i = 0; i < request->num_headers; ++i) {
+    if (strcasecmp(request->http_headers[i].name, kConnection) == 0) {
+      request->http_headers[i].value = kClose;
+      return 0;
+    }
+  }
+  if (request->num_headers < MG_MAX_HEADERS) {
+    request->http_headers[request->num_headers++] = {kConnection, kClose};
+  }
+  return 0;  // 0: civetweb goes on and serves the request
+}
+
 // Called on the worker thread as civetweb closes each connection, with the request's deep calls
 // returned: without it each of web.max_connections workers that ever served a scrape keeps that
 // scrape's stack pages (~20 KiB) resident for the life of the daemon (bench/README.md, "Memory").
-void ReleaseWorkerStack(const mg_connection*) { ReleaseStackBelowCaller(); }
+void ReleaseWorkerStack(const mg_connection*) {
+  keep_alive_gate.open.fetch_sub(1);
+  ReleaseStackBelowCaller();
+}
 
 // civetweb's master thread notices a stop only when its poll() on the listening socket returns,
 // which can take its whole timeout quantum (2 s). Connecting to our own port wakes it at once.
@@ -116,9 +157,11 @@ std::vector<std::string> CivetwebOptions(const std::string& listen_address,
       "connection_queue", std::to_string(web.max_connections),
       // The request with its headers, each write of the response, and the TLS handshake.
       "request_timeout_ms", std::to_string(absl::ToInt64Milliseconds(web.request_timeout)),
-      // A kept-alive connection would hold its thread between scrapes: one request per
-      // connection (civetweb answers "Connection: close").
-      "enable_keep_alive", "no", "max_request_size", std::to_string(kMaxRequestBytes),
+      // A kept-alive connection holds its thread until the next request or the timeout; it is
+      // kept alive only while no more than half of the threads are taken (KeepAliveGate).
+      "enable_keep_alive", web.keep_alive_timeout > absl::ZeroDuration() ? "yes" : "no",
+      "keep_alive_timeout_ms", std::to_string(absl::ToInt64Milliseconds(web.keep_alive_timeout)),
+      "max_request_size", std::to_string(kMaxRequestBytes),
       // No document_root: civetweb serves no file (CVE-2025-55763 is in its URI handling).
   };
 }
@@ -139,7 +182,10 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   std::unique_ptr<MetricsServer> server(new MetricsServer(listen_address, *std::move(security)));
   CivetCallbacks callbacks;
   callbacks.log_message = LogCivetwebMessage;
+  callbacks.init_connection = CountConnection;
+  callbacks.begin_request = CloseWhenBusy;
   callbacks.connection_close = ReleaseWorkerStack;
+  keep_alive_gate.limit.store(web.max_connections / 2);
   if (server->tls_on_) {
     server->tls_ = std::make_unique<TlsServerContext>(server->security_.tls);
     server->tls_->Install();

@@ -49,6 +49,27 @@ class Connection {
     char byte;
     return recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
   }
+  // One response: its headers and as many body bytes as their Content-Length, the connection
+  // left open (keep-alive). Empty if it does not come whole within `timeout`.
+  std::string ReadResponse(std::chrono::milliseconds timeout) {
+    std::string data;
+    const auto deadline = Clock::now() + timeout;
+    char buffer[65536];
+    while (Clock::now() < deadline) {
+      const size_t body = data.find("\r\n\r\n");
+      const size_t length = data.find("\r\nContent-Length: ");
+      if (body != std::string::npos && length != std::string::npos && length < body &&
+          data.size() - body - 4 >= std::strtoul(data.c_str() + length + 18, nullptr, 10)) {
+        return data;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+      if (n <= 0) break;
+      data.append(buffer, static_cast<size_t>(n));
+    }
+    return "";
+  }
   // Everything until the server closes, or until `timeout`.
   std::string ReadToClose(std::chrono::milliseconds timeout) {
     std::string data;
@@ -72,6 +93,9 @@ std::string Request(const std::string& extra_headers = "") {
   return "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra_headers +
          "\r\n";
 }
+
+// A request as Prometheus sends it: HTTP/1.1, the connection kept for the next scrape.
+std::string KeepAliveRequest() { return "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"; }
 
 // A whole response: a 200 with as many body bytes as its Content-Length, and the build info.
 bool CompleteScrape(const std::string& raw) {
@@ -204,6 +228,83 @@ TEST_CASE("idle connections beyond max_connections delay a scrape by about reque
   CHECK(response->status == 200);
   // Two rounds of 4 idle connections timing out, then the scrape.
   CHECK(took < 4.0);
+}
+
+TEST_CASE("keep-alive: two scrapes over one connection, closed after keep_alive_timeout idle",
+          "[web][keep-alive]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\nweb:\n  keep_alive_timeout: 2s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  Connection c(kpathd.port());
+  REQUIRE(c.Send(KeepAliveRequest()));
+  const std::string first = c.ReadResponse(5s);
+  CHECK(CompleteScrape(first));
+  std::this_thread::sleep_for(500ms);  // idle, within keep_alive_timeout
+  REQUIRE_FALSE(c.ClosedByServer());
+  REQUIRE(c.Send(KeepAliveRequest()));
+  const std::string second = c.ReadResponse(5s);
+  CHECK(CompleteScrape(second));
+  // Idle past keep_alive_timeout: the server closes it (and frees its thread).
+  const auto idle = Clock::now();
+  CHECK(WaitUntil([&] { return c.ClosedByServer(); }, 10s));
+  std::cout << "[web] kept-alive connection closed by kpathd after " << Seconds(Clock::now() - idle)
+            << " s idle (keep_alive_timeout 2s)\n";
+  CHECK(Clock::now() - idle >= 1s);
+
+  // curl, as a load tool: a second URL on the same command line reuses the connection.
+  const std::string url = "http://127.0.0.1:" + std::to_string(kpathd.port()) + "/metrics";
+  CommandResult curl = RunCommand("curl -sv -o /dev/null -o /dev/null " + url + " " + url + " 2>&1");
+  INFO(curl.output);
+  CHECK(curl.status == 0);
+  CHECK(curl.output.find("Re-using existing connection") != std::string::npos);
+}
+
+TEST_CASE("keep-alive: web.keep_alive_timeout 0s serves one request per connection",
+          "[web][keep-alive]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\nweb:\n  keep_alive_timeout: 0s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  Connection c(kpathd.port());
+  const auto begin = Clock::now();
+  REQUIRE(c.Send(KeepAliveRequest()));
+  const std::string raw = c.ReadToClose(10s);  // closed by the server after one response
+  CHECK(CompleteScrape(raw));
+  CHECK(Clock::now() - begin < 5s);
+}
+
+TEST_CASE("keep-alive: idle kept-alive clients hold at most half of the threads, and a scraper "
+          "gets through",
+          "[web][keep-alive][limits]") {
+  REQUIRE(IsRoot());
+  // 8 threads; every client scrapes once and then stays idle for the whole 60 s.
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\nweb:\n  max_connections: 8\n"
+                                       "  keep_alive_timeout: 60s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<Connection>(kpathd.port()));
+    REQUIRE(idle.back()->Send(KeepAliveRequest()));
+    CHECK(CompleteScrape(idle.back()->ReadResponse(10s)));
+  }
+  std::this_thread::sleep_for(300ms);
+  int kept = 0;
+  for (auto& c : idle) kept += c->ClosedByServer() ? 0 : 1;
+  std::cout << "[web] 8 clients idle after one scrape each, max_connections 8: " << kept
+            << " kept alive\n";
+  CHECK(kept >= 1);
+  CHECK(kept <= 4);
+  // The scraper (and the one after it) gets its thread at once, not after keep_alive_timeout.
+  for (int i = 0; i < 2; ++i) {
+    const auto begin = Clock::now();
+    Connection scrape(kpathd.port());
+    REQUIRE(scrape.Send(KeepAliveRequest()));
+    const std::string raw = scrape.ReadResponse(10s);
+    const double took = Seconds(Clock::now() - begin);
+    std::cout << "[web] scrape behind " << kept << " idle kept-alive connections: "
+              << took * 1000 << " ms\n";
+    CHECK(CompleteScrape(raw));
+    CHECK(took < 2.0);
+  }
 }
 
 TEST_CASE("64 concurrent scrapers all get 200 with complete bodies", "[web][limits]") {

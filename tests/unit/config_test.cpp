@@ -156,6 +156,7 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "probes.slabinfo_readers.mechanisms",
                                           "web",
                                           "web.config_file",
+                                          "web.keep_alive_timeout",
                                           "web.max_connections",
                                           "web.request_timeout"};
   CHECK(keys == expected);
@@ -175,13 +176,18 @@ TEST_CASE("the default settings are the documented ones") {
   CHECK(config.web.config_file.empty());
   CHECK(config.web.max_connections == 128);
   CHECK(config.web.request_timeout == absl::Seconds(5));
+  CHECK(config.web.keep_alive_timeout == absl::Seconds(75));
 }
 
-TEST_CASE("the web section: web configuration file, connection limits, request timeout") {
+TEST_CASE("the web section: web configuration file, connection limits, timeouts") {
   const Config config = Parse(
       "web:\n  config_file: /etc/kpathd/web.yml\n  max_connections: 16\n  request_timeout: "
-      "2s\n");
+      "2s\n  keep_alive_timeout: 30s\n");
   CHECK(config.web.config_file == "/etc/kpathd/web.yml");
+  CHECK(config.web.keep_alive_timeout == absl::Seconds(30));
+  CHECK(Parse("web:\n  keep_alive_timeout: 0s\n").web.keep_alive_timeout == absl::ZeroDuration());
+  CHECK(ErrorOf("web:\n  keep_alive_timeout: 1h\n") ==
+        "kpathd.yaml:2: web.keep_alive_timeout: must be from 0 to 10m, got 1h");
   CHECK(config.web.max_connections == 16);
   CHECK(config.web.request_timeout == absl::Seconds(2));
   CHECK(Parse("web:\n  config_file: \"\"\n") == Config{});
@@ -194,7 +200,7 @@ TEST_CASE("the web section: web configuration file, connection limits, request t
         "kpathd.yaml:2: web.request_timeout: must be from 100ms to 5m, got 10m");
   CHECK_THAT(ErrorOf("web:\n  tls: on\n"),
              StartsWith("kpathd.yaml:2: unknown key \"tls\" in \"web\" (valid: config_file, "
-                        "max_connections, request_timeout)"));
+                        "max_connections, request_timeout, keep_alive_timeout)"));
 }
 
 TEST_CASE("an empty, comment-only or null document gives the defaults") {

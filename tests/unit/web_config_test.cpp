@@ -312,12 +312,16 @@ TEST_CASE("basic auth: 32 scrapes at once with the same credentials cost one bcr
 
 // --- civetweb ---
 
-TEST_CASE("civetweb options: TLS port suffix, limits from web:, no keep-alive, no files") {
+TEST_CASE("civetweb options: TLS port suffix, limits and keep-alive from web:, no files") {
   WebServerConfig web;
   std::vector<std::string> plain = CivetwebOptions("127.0.0.1:9477", web, false);
   CHECK(plain == std::vector<std::string>{"listening_ports", "127.0.0.1:9477", "num_threads", "128",
                                           "connection_queue", "128", "request_timeout_ms", "5000",
-                                          "enable_keep_alive", "no", "max_request_size", "16384"});
+                                          "enable_keep_alive", "yes", "keep_alive_timeout_ms",
+                                          "75000", "max_request_size", "16384"});
+  web.keep_alive_timeout = absl::ZeroDuration();
+  std::vector<std::string> one_request = CivetwebOptions("127.0.0.1:9477", web, false);
+  CHECK(one_request[9] == "no");
   web.max_connections = 16;
   web.request_timeout = absl::Milliseconds(1500);
   std::vector<std::string> tls = CivetwebOptions("0.0.0.0:9477", web, true);
