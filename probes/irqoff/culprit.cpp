@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "fmt/format.h"
+#include "probes/kernel/kernel_symbolizer.h"
 
 namespace kpath {
 
@@ -93,25 +94,8 @@ constexpr std::string_view kPlumbingPrefixes[] = {
     "__pfx_",
 };
 
-constexpr std::string_view kBpfProgramPrefix = "bpf_prog_";
-constexpr size_t kBpfTagLength = 16;
 // kpathd's own detector programs (their JIT symbols carry at most 15 characters of the name).
 constexpr std::string_view kOwnProgramPrefix = "irqoff_";
-
-// The name of a JIT-compiled BPF program, bpf_prog_<16 hex digits>[_<name>]; nullopt when
-// `function` is not one (bpf_prog_run_* and friends are kernel functions).
-std::optional<std::string_view> BpfProgramName(std::string_view function) {
-  if (!function.starts_with(kBpfProgramPrefix)) return std::nullopt;
-  std::string_view rest = function.substr(kBpfProgramPrefix.size());
-  if (rest.size() < kBpfTagLength) return std::nullopt;
-  for (char c : rest.substr(0, kBpfTagLength)) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
-  }
-  rest.remove_prefix(kBpfTagLength);
-  if (rest.empty()) return std::string_view();
-  if (rest.front() != '_') return std::nullopt;
-  return rest.substr(1);
-}
 
 }  // namespace
 

@@ -19,6 +19,21 @@ bool IsLinkerMarkerSymbol(std::string_view name) {
   return name.ends_with("_text_end") || name.ends_with("_text_start") || name == "_end";
 }
 
+std::optional<std::string_view> BpfProgramName(std::string_view function) {
+  constexpr std::string_view kPrefix = "bpf_prog_";
+  constexpr size_t kTagLength = 16;
+  if (!function.starts_with(kPrefix)) return std::nullopt;
+  std::string_view rest = function.substr(kPrefix.size());
+  if (rest.size() < kTagLength) return std::nullopt;
+  for (char c : rest.substr(0, kTagLength)) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+  }
+  rest.remove_prefix(kTagLength);
+  if (rest.empty()) return std::string_view();
+  if (rest.front() != '_') return std::nullopt;
+  return rest.substr(1);
+}
+
 absl::StatusOr<std::shared_ptr<const KallsymsIndex>> SharedKallsymsIndex(
     const HostPaths& paths, const std::string& modules) {
   struct Parsed {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -18,6 +19,11 @@ namespace kpath {
 
 // Section boundaries exported as text symbols (_etext, _einittext, __entry_text_end, ...).
 bool IsLinkerMarkerSymbol(std::string_view name);
+
+// The name of a JIT-compiled BPF program's symbol, bpf_prog_<16 hex digits>[_<name>] ("" when
+// it carries no name); nullopt for every other function, bpf_prog_alloc, bpf_prog_load and the
+// other kernel functions whose names merely start with "bpf_prog_" included.
+std::optional<std::string_view> BpfProgramName(std::string_view function);
 
 // The index of `paths`' kallsyms, parsed once for the whole process while anyone holds it: the
 // kernel-feature cache and the percpu probe's symbolizer share one copy (~2.7 MB for 64k

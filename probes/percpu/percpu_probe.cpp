@@ -43,11 +43,11 @@ bool IsPercpuPlumbingFrame(std::string_view fn) {
       "__alloc_reserved_percpu",
   };
   // The tracing plumbing between the event and the BPF program, named precisely: BPF's own
-  // allocations (bpf_map_alloc_percpu), perf's and tracing's are real callers.
+  // allocations (bpf_map_alloc_percpu, bpf_prog_alloc), perf's and tracing's are real callers.
+  // A BPF program's own frame is its JIT symbol (BpfProgramName).
   static constexpr std::array kTracing = {
       "bpf_trace_run",
       "__bpf_trace_",
-      "bpf_prog_",
       "___bpf_prog_run",
       "__bpf_prog_enter",
       "__bpf_prog_exit",
@@ -69,7 +69,7 @@ bool IsPercpuPlumbingFrame(std::string_view fn) {
     if (StartsWith(fn, p)) return true;
   for (std::string_view p : kTracing)
     if (StartsWith(fn, p)) return true;
-  return fn == "unknown";
+  return BpfProgramName(fn).has_value() || fn == "unknown";
 }
 
 std::string PercpuCallerName(std::span<const unsigned long long> frames,

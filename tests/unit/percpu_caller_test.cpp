@@ -26,7 +26,9 @@ TEST_CASE("allocator and tracing frames are plumbing, real callers are not", "[p
   }
   for (const char* fn :
        {"mem_cgroup_css_alloc", "css_rstat_init", "percpu_ref_init", "__percpu_counter_init_many",
-        "mm_init", "psi_cgroup_alloc", "alloc_vfsmnt", "memcg1_alloc_events"}) {
+        "mm_init", "psi_cgroup_alloc", "alloc_vfsmnt", "memcg1_alloc_events",
+        // BPF's own kernel functions are callers; only a program's JIT symbol is plumbing.
+        "bpf_prog_alloc", "bpf_prog_alloc_no_stats", "bpf_prog_realloc", "bpf_map_alloc_percpu"}) {
     INFO(fn);
     CHECK_FALSE(IsPercpuPlumbingFrame(fn));
   }
