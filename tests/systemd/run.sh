@@ -401,6 +401,20 @@ EOF
   else
     fail "systemctl reload with a good file: rc $rc in $reload_s s, 'configuration reloaded' lines $n_before -> $n_after when it returned (want rc 0 and one more line): $(cat "$work/reload.out")"
   fi
+  # kpathd reloads in milliseconds, so the count above would also pass with a reload that only
+  # sends the signal. What only a waiting reload shows: the ExecReload client's answer from kpathd
+  # ("... in force"), and systemd's "Reloaded" after kpathd's own line, not before it.
+  local order
+  order=$(ct journalctl -u kpathd --no-pager -o short-unix |
+    awk '/SIGHUP: configuration reloaded/ { k = $1 } /in force$/ { c = $1 } /Reloaded kpathd/ { s = $1 }
+      END { printf "%s %s %s", (k ? k : "none"), (c ? c : "none"), (s ? s : "none") }')
+  read -r t_kpathd t_client t_systemd <<<"$order"
+  if [[ $t_client != none && $t_kpathd != none && $t_systemd != none ]] &&
+    awk -v k="$t_kpathd" -v c="$t_client" -v s="$t_systemd" 'BEGIN { exit !(k <= c && c <= s) }'; then
+    pass "reload order in the journal: kpathd applied it ($t_kpathd), ExecReload heard so ($t_client), then systemd said Reloaded ($t_systemd)"
+  else
+    fail "reload order in the journal (kpathd, ExecReload client, systemd's Reloaded): $t_kpathd $t_client $t_systemd; want all three, in that order"
+  fi
   # A refused file: a repeated key on a known line.
   local bad_line
   ct sh -c "echo 'log_level: debug' >>$conf"
