@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "absl/strings/numbers.h"
 #include "fmt/format.h"
 
 namespace kpath {
@@ -12,6 +13,7 @@ std::string UsageText() {
   kpathd [--config FILE] [--listen HOST:PORT] [--procfs-root DIR] [--sysfs-root DIR]
          [--log-level LEVEL] [--web.config.file FILE]
   kpathd --check-config FILE
+  kpathd --config FILE --reload PID [--timeout 30s]
   kpathd diagnose [--duration 30s] [--json] [--config FILE] [--log-level LEVEL]
   kpathd --version
 
@@ -31,6 +33,10 @@ Options:
                        exporter-toolkit web configuration format (overrides
                        web.config_file). SIGHUP re-reads it.
   --check-config FILE  validate FILE and exit: 0 if valid, 1 with file:line: reason if not
+  --reload PID         validate the --config FILE, have the kpathd PID reload it, and wait
+                       (--timeout, default 30s) until the new configuration is in force: exit
+                       0 then, 1 if FILE is invalid (file:line: reason), kpathd refused it or
+                       did not answer in time. The unit's ExecReload= (systemctl reload kpathd).
   diagnose             attach every probe, watch for --duration (default 30s; 1s to 1h), then
                        print what was found, pathology by pathology, with the evidence and the
                        fix (--json: the same as JSON). Exit 0: nothing found, 1: something
@@ -47,6 +53,7 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     o.mode = CliOptions::Mode::kDiagnose;
     first = 2;
   }
+  bool timeout_given = false;
   for (size_t i = first; i < args.size(); ++i) {
     std::string_view arg = args[i];
     std::string_view name = arg;
@@ -86,6 +93,25 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     } else if (name == "--check-config") {
       o.mode = CliOptions::Mode::kCheckConfig;
       s = take(o.config_path);
+    } else if (name == "--reload" && o.mode == CliOptions::Mode::kRun) {
+      o.mode = CliOptions::Mode::kReload;
+      std::optional<std::string> text;
+      s = take(text);
+      int pid = 0;
+      if (s.ok() && (!absl::SimpleAtoi(*text, &pid) || pid <= 0)) {
+        s = absl::InvalidArgumentError(
+            fmt::format("--reload \"{}\": the pid of the running kpathd ($MAINPID)", *text));
+      }
+      o.reload_pid = pid;
+    } else if (name == "--timeout") {
+      std::optional<std::string> text;
+      s = take(text);
+      if (s.ok() && (!absl::ParseDuration(*text, &o.reload_timeout) ||
+                     o.reload_timeout < absl::Seconds(1) || o.reload_timeout > absl::Hours(1))) {
+        s = absl::InvalidArgumentError(
+            fmt::format("--timeout \"{}\": a duration from 1s to 1h, such as 30s", *text));
+      }
+      timeout_given = true;
     } else if (name == "--duration" && o.mode == CliOptions::Mode::kDiagnose) {
       std::optional<std::string> text;
       s = take(text);
@@ -105,6 +131,12 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       return absl::InvalidArgumentError(fmt::format("unknown argument \"{}\"", arg));
     }
     if (!s.ok()) return s;
+  }
+  if (o.mode == CliOptions::Mode::kReload && !o.config_path) {
+    return absl::InvalidArgumentError("--reload needs --config FILE: the file to reload");
+  }
+  if (timeout_given && o.mode != CliOptions::Mode::kReload) {
+    return absl::InvalidArgumentError("--timeout goes with --reload");
   }
   return o;
 }

@@ -1,6 +1,8 @@
 // kpathd's command line.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,11 +14,15 @@
 namespace kpath {
 
 struct CliOptions {
-  enum class Mode { kRun, kCheckConfig, kVersion, kHelp, kDiagnose };
+  enum class Mode { kRun, kCheckConfig, kReload, kVersion, kHelp, kDiagnose };
   Mode mode = Mode::kRun;
   // `kpathd diagnose [--duration D] [--json]`: watch for D, print a report, exit.
   absl::Duration diagnose_duration = absl::Seconds(30);
   bool diagnose_json = false;
+  // `kpathd --config FILE --reload PID [--timeout 30s]`: check FILE, have the kpathd PID reload
+  // it, wait for its answer (daemon/reload_request.h).
+  pid_t reload_pid = 0;
+  absl::Duration reload_timeout = absl::Seconds(30);
   std::optional<std::string> config_path;  // --config, or the file of --check-config
   // Flags that override the configuration file (and stay in force across SIGHUP reloads).
   std::optional<std::string> listen_address;

@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "daemon/least_privilege.h"
+#include "daemon/log_format.h"
 #include "daemon/metrics_server.h"
+#include "daemon/reload_request.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn_probe.h"
 #include "probes/cgroups/dying_cgroup_counter.h"
@@ -90,8 +92,8 @@ absl::Status ConfigureLogging(const std::string& level) {
     spdlog::set_default_logger(logger);
     installed = true;
   }
-  // Under systemd, journald stamps every line already.
-  spdlog::set_pattern(std::getenv("JOURNAL_STREAM") ? "%l: %v" : "%Y-%m-%dT%H:%M:%S.%e %l: %v");
+  // Under systemd, journald stamps every line already, and files it at the "<N>" priority.
+  spdlog::set_formatter(StderrLogFormatter(IsJournalStream(STDERR_FILENO)));
   spdlog::set_level(lvl);
   spdlog::flush_on(spdlog::level::trace);
   return absl::OkStatus();
@@ -233,7 +235,8 @@ int Daemon::Run() {
     int sig = sigwaitinfo(&signals, &info);
     if (sig < 0) continue;  // EINTR
     if (sig == SIGHUP) {
-      Reload();
+      // Answered only when a reload client (kpathd --reload) asked: see reload_request.h.
+      Reload(IsReloadRequest(info) ? std::optional<pid_t>(info.si_pid) : std::nullopt);
       continue;
     }
     spdlog::info("{}: detaching probes and exiting", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -274,20 +277,27 @@ SteadyStateWork Daemon::SteadyWork(const std::set<int>& tracing_mounts_before) c
   return work;
 }
 
-void Daemon::Reload() {
+void Daemon::Reload(std::optional<pid_t> requester) {
+  // Refused, or done here on the main thread: systemd and the client hear it at once.
+  auto done = [&](bool applied) {
+    notifier_.ReloadDone(collectors_->StatusLine());
+    if (requester) AnswerReloadRequest(*requester, applied);
+  };
   if (!cli_.config_path) {
     if (config_.web.config_file.empty()) {
       spdlog::info("SIGHUP: running on built-in defaults (no --config), nothing to reload");
+      if (requester) AnswerReloadRequest(*requester, false);
       return;
     }
     notifier_.Reloading();
     if (absl::Status web = metrics_server_->Reload(config_.web); !web.ok()) {
       spdlog::error("SIGHUP: web configuration refused, the running one stays in force: {}",
                     std::string(web.message()));
+      done(false);
     } else {
       spdlog::info("SIGHUP: web configuration reloaded from {}", config_.web.config_file);
+      done(true);
     }
-    notifier_.ReloadDone(collectors_->StatusLine());
     return;
   }
   notifier_.Reloading();
@@ -296,7 +306,7 @@ void Daemon::Reload() {
   if (!applied.ok()) {
     spdlog::error("SIGHUP: configuration refused, the running one stays in force: {}",
                   std::string(applied.message()));
-    notifier_.ReloadDone(collectors_->StatusLine());
+    done(false);
     return;
   }
   // What is bound or attached at start stays until a restart.
@@ -313,7 +323,7 @@ void Daemon::Reload() {
   if (absl::Status web = metrics_server_->Reload(next->web); !web.ok()) {
     spdlog::error("SIGHUP: configuration refused, the running one stays in force: {}",
                   std::string(web.message()));
-    notifier_.ReloadDone(collectors_->StatusLine());
+    done(false);
     return;
   }
   restart_only(next->procfs_root != config_.procfs_root || next->sysfs_root != config_.sysfs_root,
@@ -337,6 +347,8 @@ void Daemon::Reload() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = *next;
+    // Answered by the sampler once it has applied the configuration.
+    if (requester) reload_requesters_.push_back(*requester);
   }
   wake_.notify_all();
   spdlog::info("SIGHUP: configuration reloaded from {}", *cli_.config_path);
@@ -354,12 +366,14 @@ void Daemon::SamplerLoop() {
 
   for (;;) {
     std::optional<Config> reload;
+    std::vector<pid_t> requesters;
     {
       std::unique_lock<std::mutex> lock(mu_);
       Clock::time_point deadline = pinging ? std::min(next_sample, next_ping) : next_sample;
       wake_.wait_until(lock, deadline, [&] { return stop_ || pending_.has_value(); });
       if (stop_) return;
       reload.swap(pending_);
+      requesters.swap(reload_requesters_);
     }
     Clock::time_point now = Clock::now();
     if (reload) {
@@ -373,6 +387,7 @@ void Daemon::SamplerLoop() {
         madvise_->SetStormThreshold(static_cast<double>(reload->madvise_storm_calls_per_second));
       }
       notifier_.ReloadDone(collectors_->StatusLine());
+      for (pid_t requester : requesters) AnswerReloadRequest(requester, true);
     }
     if (now >= next_sample) {
       snapshot_->Publish(collectors_->CollectAll());

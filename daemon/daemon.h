@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "daemon/cli.h"
 #include "daemon/collector_set.h"
@@ -37,7 +38,8 @@ class Daemon {
 
  private:
   void SamplerLoop();
-  void Reload();
+  // SIGHUP. `requester`: the reload client to answer (reload_request.h), if one asked.
+  void Reload(std::optional<pid_t> requester);
   // What the daemon goes on doing once started, for the capabilities it keeps.
   SteadyStateWork SteadyWork(const std::set<int>& tracing_mounts_before) const;
 
@@ -58,6 +60,7 @@ class Daemon {
   std::condition_variable wake_;
   bool stop_ = false;
   std::optional<Config> pending_;  // a reloaded configuration for the sampler to apply
+  std::vector<pid_t> reload_requesters_;  // reload clients to answer once pending_ is applied
 };
 
 // Blocks the signals the daemon waits for, so that threads created later inherit the mask.

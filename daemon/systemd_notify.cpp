@@ -1,6 +1,7 @@
 #include "daemon/systemd_notify.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -69,6 +70,23 @@ std::optional<std::chrono::microseconds> WatchdogInterval(const char* usec, cons
     if (!for_pid || *for_pid != self) return std::nullopt;
   }
   return std::chrono::microseconds(*interval);
+}
+
+bool JournalStreamNames(const char* journal_stream, dev_t dev, ino_t ino) {
+  if (journal_stream == nullptr) return false;
+  const std::string text(journal_stream);
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos) return false;
+  std::optional<uint64_t> named_dev = ParseNumber<uint64_t>(text.substr(0, colon).c_str());
+  std::optional<uint64_t> named_ino = ParseNumber<uint64_t>(text.substr(colon + 1).c_str());
+  return named_dev == static_cast<uint64_t>(dev) && named_ino == static_cast<uint64_t>(ino);
+}
+
+bool IsJournalStream(int fd) {
+  const char* journal_stream = std::getenv("JOURNAL_STREAM");
+  struct stat st {};
+  return journal_stream != nullptr && fstat(fd, &st) == 0 &&
+         JournalStreamNames(journal_stream, st.st_dev, st.st_ino);
 }
 
 SystemdNotifier::SystemdNotifier() {

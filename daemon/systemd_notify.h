@@ -1,4 +1,5 @@
-// The sd_notify protocol (Type=notify): READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1.
+// The sd_notify protocol (Type=notify): READY=1, STATUS=, WATCHDOG=1, RELOADING=1, STOPPING=1;
+// and JOURNAL_STREAM, whether stderr goes to journald.
 // Without NOTIFY_SOCKET (not under systemd) every call is a no-op.
 //
 // kpathd speaks the protocol itself (one datagram to an AF_UNIX socket, as systemd's
@@ -25,6 +26,14 @@ absl::Status SendNotifyMessage(std::string_view notify_socket, std::string_view 
 // the watchdog interval when it is set and meant for `self` (no WATCHDOG_PID, or that pid).
 std::optional<std::chrono::microseconds> WatchdogInterval(const char* usec, const char* pid,
                                                           pid_t self);
+
+// Whether JOURNAL_STREAM (`journal_stream`, may be null) names the file whose device and inode
+// are `dev` and `ino`: "DEV:INODE" in decimal, as systemd sets it for a unit whose stdout or
+// stderr goes to journald (systemd.exec(5), sd_journal_stream_fd(3)).
+bool JournalStreamNames(const char* journal_stream, dev_t dev, ino_t ino);
+// Whether the open file `fd` is that stream (this process's JOURNAL_STREAM): false when it was
+// redirected elsewhere, even under systemd.
+bool IsJournalStream(int fd);
 
 class SystemdNotifier {
  public:

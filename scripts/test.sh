@@ -16,6 +16,12 @@
 #   KPATH_SKIP_SANITIZE=1   skip the sanitizer stage (build-asan: a second build, ~5 minutes)
 #   KPATH_SANITIZE_TESTS    Catch2 spec of integration tests run against the sanitized kpathd
 #   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
+#   KPATH_SKIP_SYSTEMD=1    skip the systemd stage (tests/systemd/run.sh): the .deb under a real
+#                           systemd as PID 1 (systemd-nspawn on a cached Debian 12 rootfs, about
+#                           1.5 minutes; 3 more the first time, to build the rootfs), then the
+#                           seed 000 guest (tests/systemd/seed000-guest.sh); it skips by itself,
+#                           saying why, when not root or the rootfs cannot be built;
+#                           KPATH_SKIP_SEED000_GUEST=1 runs the nspawn part only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh --test
@@ -91,6 +97,22 @@ else
   fi
   rm -f "$qemu_log"
   ((qemu_status == 0)) || status=1
+fi
+# The .deb under a real systemd as PID 1: the unit's notify, watchdog, reload and stop protocol,
+# its sandbox, and the maintainer scripts (tests/systemd/run.sh). It loads BPF programs on this
+# kernel, so it runs after every other stage that does.
+if [[ "${KPATH_SKIP_SYSTEMD:-0}" == "1" ]]; then
+  echo "systemd stage skipped (KPATH_SKIP_SYSTEMD=1)"
+else
+  stage "systemd: the .deb under systemd as PID 1 (tests/systemd/run.sh)"
+  systemd_status=0
+  BUILD_DIR="$build_dir" timeout --kill-after=60 "${KPATH_SYSTEMD_TIMEOUT:-1800}" tests/systemd/run.sh ||
+    systemd_status=$?
+  case $systemd_status in
+  0) ;;
+  2) echo "systemd stage skipped (reason above)" ;;
+  *) status=1 ;;
+  esac
 fi
 stage "done: exit status $status"
 exit "$status"

@@ -65,8 +65,8 @@ setting InaccessiblePaths | sed 's/^-//' | grep -qx /proc/kcore ||
   { echo "FAIL: /proc/kcore is not in the unit's InaccessiblePaths=" >&2; exit 1; }
 echo "kernel tunables: read-only by ReadOnlyPaths=, /proc/kcore hidden, /proc/kallsyms readable"
 
-# 3. The unit verifies (with ExecStart pointing at the binary under test).
-sed "s#^ExecStart=/usr/sbin/kpathd#ExecStart=$kpathd#" "$unit" >"$tmp/kpathd.service"
+# 3. The unit verifies (with ExecStart and ExecReload pointing at the binary under test).
+sed -E "s#^(ExecStart|ExecReload)=/usr/sbin/kpathd#\1=$kpathd#" "$unit" >"$tmp/kpathd.service"
 systemd-analyze verify "$tmp/kpathd.service"
 echo "systemd-analyze verify: ok"
 
@@ -107,6 +107,14 @@ CONFIG
   # Under strace, signal kpathd itself (strace's child): strace exits when it does.
   local target=$pid
   if [[ ${1:-} == strace ]]; then target=$(pgrep -P "$pid" | head -1); fi
+  # The unit's ExecReload= (the reload client), traced too when kpathd is.
+  local reload=()
+  if [[ ${1:-} == strace ]]; then reload=(strace -f -qq -o "$tmp/$name.reload.strace"); fi
+  "${reload[@]}" "$kpathd" --config "$tmp/$name.yaml" --reload "$target" >>"$tmp/$name.log" 2>&1 || {
+    tail -20 "$tmp/$name.log" >&2
+    echo "FAIL: kpathd --reload ($name) failed" >&2
+    exit 1
+  }
   kill -TERM "$target"
   local status=0
   wait "$pid" || status=$?
@@ -153,8 +161,10 @@ deny=$(sed -n 's/^SystemCallFilter=~//p' "$unit")
 for item in $allow; do expand "$item"; done | sort -u >"$tmp/allowed"
 for item in $deny; do expand "$item"; done | sort -u >"$tmp/denied"
 run_kpathd traced strace -f -qq -o "$tmp/strace" setpriv --no-new-privs --bounding-set "-all,$caps"
-# The calls made after kpathd's execve (setpriv's own calls are not kpathd's).
-awk -v bin="$kpathd" 'started { print } index($0, "execve(\"" bin "\"") { started = 1 }' "$tmp/strace" |
+# The calls made after kpathd's execve (setpriv's own calls are not kpathd's), and the reload
+# client's.
+awk -v bin="$kpathd" 'FNR == 1 { started = 0 } started { print } index($0, "execve(\"" bin "\"") { started = 1 }' \
+  "$tmp/strace" "$tmp/traced.reload.strace" |
   sed -nE 's/^[0-9]+ +([a-z0-9_]+)\(.*/\1/p' | sort -u >"$tmp/used"
 [[ -s $tmp/used ]] || { echo "FAIL: strace recorded no system call of kpathd" >&2; exit 1; }
 outside=$(comm -23 "$tmp/used" "$tmp/allowed")
@@ -163,4 +173,4 @@ if [[ -n $outside || -n $blocked ]]; then
   echo "FAIL: kpathd makes system calls the unit's SystemCallFilter refuses:" $outside $blocked >&2
   exit 1
 fi
-echo "system calls: all $(wc -l <"$tmp/used") that kpathd made are allowed (bpf, perf_event_open, mount among them: $(grep -cxE 'bpf|perf_event_open|mount' "$tmp/used"))"
+echo "system calls: all $(wc -l <"$tmp/used") that kpathd made are allowed (bpf, perf_event_open, mount, the reload's rt_sigqueueinfo among them: $(grep -cxE 'bpf|perf_event_open|mount|rt_sigqueueinfo' "$tmp/used"))"

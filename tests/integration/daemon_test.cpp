@@ -234,6 +234,65 @@ TEST_CASE("SIGHUP applies a valid config and keeps counters, and refuses a broke
   CHECK(kpathd.Output().find("configuration reloaded") != std::string::npos);
 }
 
+TEST_CASE("under journald every line carries its syslog priority",
+          "[daemon][systemd][log]") {
+  REQUIRE(IsRoot());
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 10s\n", .journal_stream = true});
+  REQUIRE(kpathd.WaitUntilServing());
+  REQUIRE(kpathd.WaitForOutput("<6>info: ready, serving"));
+  // A warning: a restart-only key changed on reload.
+  kpathd.RewriteConfig("sampling_interval: 10s\nbpf:\n  enabled: false\n");
+  kpathd.Signal(SIGHUP);
+  CHECK(kpathd.WaitForOutput("<4>warning: SIGHUP: bpf.enabled changed"));
+  // An error: a file that does not parse.
+  kpathd.RewriteConfig("sampling_interval: [oops\n");
+  kpathd.Signal(SIGHUP);
+  CHECK(kpathd.WaitForOutput("<3>error: SIGHUP: configuration refused"));
+  // Critical: a second kpathd cannot bind the port.
+  const std::string address = "127.0.0.1:" + std::to_string(kpathd.port());
+  KpathdProcess second({.args = {"--listen", address}, .add_listen = false, .journal_stream = true});
+  REQUIRE(second.WaitExit(10s));
+  INFO(second.Output());
+  CHECK(second.Output().find("\n<2>critical: cannot listen on " + address) != std::string::npos);
+  kpathd.Signal(SIGTERM);
+  REQUIRE(kpathd.WaitExit(5s) == 0);
+  // Every line, libbpf's and civetweb's included, has a priority journald reads, and no
+  // timestamp of its own (journald stamps it).
+  std::istringstream lines(kpathd.Output());
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    INFO(line);
+    CHECK(std::regex_search(line, std::regex(R"(^<[2-7]>(critical|error|warning|info|debug|trace): )")));
+  }
+  CHECK(count >= 5);
+}
+
+TEST_CASE("a fatal error reaches journald as an error, and a bad file at start names file and line",
+          "[daemon][systemd][log][bad-input]") {
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 10s\nno_such_key: 1\n",
+                        .add_listen = false,
+                        .journal_stream = true});
+  REQUIRE(kpathd.WaitExit(5s) == 2);
+  INFO(kpathd.Output());
+  CHECK(kpathd.Output().rfind("<3>kpathd: " + kpathd.config_path().string() +
+                                  ":2: unknown key \"no_such_key\"",
+                              0) == 0);
+}
+
+TEST_CASE("with JOURNAL_STREAM naming another file, stderr lines keep their timestamps",
+          "[daemon][systemd][log]") {
+  REQUIRE(IsRoot());
+  // Under systemd, but with stderr redirected elsewhere (kpathd ... 2>file).
+  KpathdProcess kpathd({.env = {{"JOURNAL_STREAM", "1:1"}}});
+  REQUIRE(kpathd.WaitUntilServing());
+  REQUIRE(kpathd.WaitForOutput("info: ready, serving"));
+  std::istringstream lines(kpathd.Output());
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK(std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} [a-z]+: )")));
+  }
+}
+
 TEST_CASE("a garbled /proc/meminfo marks only the meminfo collector failed",
           "[daemon][bad-input]") {
   REQUIRE(IsRoot());

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -199,6 +200,11 @@ KpathdProcess::KpathdProcess(KpathdOptions options) {
     dup2(log, 1);
     dup2(log, 2);
     for (auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
+    struct stat st {};
+    if (options.journal_stream && fstat(2, &st) == 0) {
+      setenv("JOURNAL_STREAM", (std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)).c_str(),
+             1);
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -277,6 +283,16 @@ std::optional<std::string> KpathdProcess::Scrape() {
 }
 
 std::string KpathdProcess::Output() const { return ReadAll(log_path_); }
+
+bool KpathdProcess::WaitForOutput(const std::string& needle,
+                                  std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (Output().find(needle) != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 std::optional<double> MetricValue(const std::string& exposition, const std::string& name,
                                   const std::map<std::string, std::string>& labels) {

@@ -57,6 +57,9 @@ struct KpathdOptions {
   // Executed instead of KpathdBinary(), e.g. a symlink to it under another name (which becomes
   // the process's comm).
   std::optional<std::string> binary;
+  // Set JOURNAL_STREAM to the device and inode of the process's stderr (the log file), as
+  // systemd does when stderr goes to journald.
+  bool journal_stream = false;
 };
 
 class KpathdProcess {
@@ -79,6 +82,9 @@ class KpathdProcess {
   bool Running();
   // Everything the process wrote to stderr and stdout so far.
   std::string Output() const;
+  // Waits until Output() contains `needle`; false on timeout.
+  bool WaitForOutput(const std::string& needle,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   void RewriteConfig(const std::string& yaml);
 
  private:
