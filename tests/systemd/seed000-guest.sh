@@ -4,7 +4,7 @@
 # read-write over virtiofs; cgroup v2 with the memory controller. kpathd is installed from the
 # real .deb (dpkg -i in the copy) and started at boot by the guest's systemd through the shipped
 # unit. Then a systemd timer fires every second (OnUnitActiveSec=1s, AccuracySec=1ms) and starts
-# a oneshot service (StartLimitIntervalSec=0) that writes a new 256 KiB file each run: the page
+# a oneshot service (StartLimitIntervalSec=0) that writes a new 64 KiB file each run: the page
 # cache charged to each run's memory cgroup keeps it dying after the service is gone, as in
 # seed 000. On the host, a real Prometheus scrapes the guest's kpathd through QEMU's user-net
 # port forward on 127.0.0.1 and evaluates a test copy of deploy/prometheus/kpathd-rules.yml, and
@@ -166,7 +166,7 @@ guest_files() {
 #!/bin/sh
 # seed 000's job: short-lived, and it leaves page cache charged to its own memory cgroup, which
 # therefore stays (dying) after the service is gone.
-head -c 262144 /dev/zero >"/var/tmp/seed000/$(date +%s.%N)"
+head -c 65536 /dev/zero >"/var/tmp/seed000/$(date +%s.%N)"
 EOF
   cat >"$root/etc/systemd/system/seed000-tick.service" <<'EOF'
 [Unit]
