@@ -282,8 +282,10 @@ for r in json.load(sys.stdin)["data"]["result"]:
           r["value"][1])'
 }
 
+# Whether the alerts the test waits for are there, for this guest's kpathd (instance).
 have_alerts() {
-  local lines=$1
+  local lines instance=" instance=127.0.0.1:$kpathd_port "
+  lines=$(grep -F -- "$instance" <<<"$1") || return 1
   grep -q '^KpathPercpuGrowing ' <<<"$lines" || return 1
   grep -E -q "^KpathCgroupChurnHigh .* unit=$unit( |$)" <<<"$lines" || return 1
   [[ $variant != full ]] || grep -q '^KpathDyingCgroupsPilingUp ' <<<"$lines"
@@ -376,7 +378,9 @@ attempt() {
   local t_up=$((SECONDS - t_boot))
   log "kpathd.service active in the guest, /metrics on 127.0.0.1:$kpathd_port, ${t_up} s after QEMU started"
 
-  # Alertmanager, then Prometheus, on the host.
+  # Alertmanager, then Prometheus, on the host; new storage for each attempt (Prometheus would
+  # restore the alerts of a stalled guest's attempt from its TSDB).
+  rm -rf "$work/am" "$work/prometheus"
   cat >"$work/alertmanager.yml" <<'EOF'
 # Test receiver: no integration, nothing is sent anywhere; the test reads /api/v2/alerts.
 route:
