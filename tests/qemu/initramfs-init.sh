@@ -1,8 +1,12 @@
 #!/bin/sh
 # /init of the QEMU guest's initramfs (busybox): loads the kernel's own virtio and virtiofs
-# modules, mounts the host's root filesystem (shared read-only over virtiofs) under a tmpfs
-# overlay so that the guest can write anywhere without touching the host, and hands over to the
-# guest script from the repository (tests/qemu/guest.sh) running on that root.
+# modules, then either (tests/qemu/run.sh) mounts the host's root filesystem (shared read-only
+# over virtiofs) under a tmpfs overlay so that the guest can write anywhere without touching the
+# host, and hands over to the guest script from the repository (tests/qemu/guest.sh) running on
+# that root; or, with KPATH_GUEST_ROOT=systemd in the env file (tests/systemd/seed000-guest.sh),
+# mounts a throw-away root filesystem shared read-write over virtiofs (tag "rootfs"), gives
+# eth0 QEMU user networking's fixed address (there is no udev or DHCP client in that root) and
+# hands over to systemd as PID 1.
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -17,6 +21,17 @@ fail() {
 for m in $(cat /modules/order); do
   insmod "/modules/$m.ko" || fail "insmod $m"
 done
+if [ "${KPATH_GUEST_ROOT:-}" = systemd ]; then
+  mount -t virtiofs rootfs /newroot || fail "mount virtiofs rootfs"
+  if [ -e /sys/class/net/eth0 ]; then
+    ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 ||
+      fail "eth0"
+  fi
+  umount /proc /sys
+  umount /dev
+  exec switch_root /newroot /lib/systemd/systemd
+  fail "switch_root to systemd"
+fi
 mkdir -p /lower /upper /newroot
 mount -t virtiofs -o ro hostroot /lower || fail "mount virtiofs hostroot"
 mount -t tmpfs -o mode=0755 tmpfs /upper || fail "mount tmpfs"

@@ -141,104 +141,18 @@ fi
 
 mkdir -p "$cache/debs" "$cache/kernels"
 work=$(mktemp -d /tmp/kpath-qemu.XXXXXX)
-qemu_pid="" virtiofsd_pid=""
+# shellcheck source=tests/qemu/lib.sh
+source "$repo/tests/qemu/lib.sh"
 cleanup() {
-  [[ -n "$qemu_pid" ]] && kill -9 "$qemu_pid" 2>/dev/null || true
-  [[ -n "$virtiofsd_pid" ]] && kill "$virtiofsd_pid" 2>/dev/null || true
+  stop_guest
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# shellcheck source=tests/qemu/apt-options.sh
-source "$repo/tests/qemu/apt-options.sh"
-
-# The package name and unpacked tree of the current kernel of a flavour; empty on failure. A
-# flavour "SUITE/FLAVOUR" (bullseye/cloud-amd64) takes the kernel of that Debian release.
-fetch_kernel() {
-  local flavour=$1 suite="" image pkg deb dir
-  if [[ $flavour == */* ]]; then suite=${flavour%%/*} flavour=${flavour#*/}; fi
-  local opts=()
-  mapfile -t opts < <(apt_options "$cache" "$suite")
-  image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour" 2>/dev/null |
-    awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
-  if [[ -z "$image" ]]; then
-    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 || true
-    image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour" 2>/dev/null |
-      awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
-  fi
-  [[ -n "$image" ]] || return 1
-  pkg=$image-unsigned # the same kernel without the Secure Boot signature wrapper
-  dir="$cache/kernels/${image#linux-image-}"
-  if [[ ! -e "$dir/.unpacked" ]]; then
-    deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | tail -1 || true)
-    if [[ -z "$deb" ]]; then
-      (cd "$cache/debs" && apt-get "${opts[@]}" download -q "$pkg" >/dev/null 2>&1) ||
-        (apt-get "${opts[@]}" update -qq >/dev/null 2>&1 && cd "$cache/debs" &&
-          apt-get "${opts[@]}" download -q "$pkg" >/dev/null 2>&1) ||
-        return 1
-      deb=$(ls "$cache/debs/${pkg}"_*.deb | tail -1)
-    fi
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    dpkg-deb -x "$deb" "$dir" || return 1
-    touch "$dir/.unpacked"
-  fi
-  echo "$dir"
-}
-
-# A module file's contents, whether stored plain or compressed (Debian's 6.12 ships .ko.xz).
-module_bytes() {
-  case $1 in
-    *.ko.xz) xz -dc "$1" ;;
-    *.ko.zst) zstd -dcq "$1" ;;
-    *.ko.gz) gzip -dc "$1" ;;
-    *) cat "$1" ;;
-  esac
-}
-
-# Modules to load in the initramfs, dependencies first (from each .ko's modinfo `depends=`).
-module_order() {
-  local moddir=$1
-  shift
-  declare -A seen=()
-  local out=()
-  visit() {
-    local name=$1 path deps d
-    [[ -n "${seen[$name]:-}" ]] && return 0
-    seen[$name]=1
-    path=$(find "$moddir" \( -name "$name.ko" -o -name "$name.ko.xz" -o -name "$name.ko.zst" \
-      -o -name "$name.ko.gz" \) -print -quit)
-    [[ -n "$path" ]] || return 0 # built in
-    deps=$(module_bytes "$path" | tr '\0' '\n' | sed -n 's/^depends=//p' | head -1)
-    for d in ${deps//,/ }; do visit "$d"; done
-    out+=("$path")
-  }
-  for m in "$@"; do visit "$m"; done
-  ((${#out[@]} == 0)) || printf '%s\n' "${out[@]}"
-}
-
-# Shell-quotes a value for the guest's env file (busybox sh and bash read it).
-quote() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
-
 make_initramfs() {
   local kdir=$1 kver=$2 flavour=$3 out=$4 root="$work/initramfs"
-  rm -rf "$root"
-  mkdir -p "$root"/{bin,proc,sys,dev,modules,lower,upper,newroot}
-  cp "$busybox" "$root/bin/busybox"
-  for applet in sh mount umount mkdir insmod cat echo sleep switch_root uname cp; do
-    ln -s busybox "$root/bin/$applet"
-  done
-  : >"$root/modules/order"
-  # busybox's insmod takes plain .ko files: compressed ones are unpacked on the way.
-  while read -r path; do
-    name=$(basename "$path")
-    name=${name%%.ko*}
-    module_bytes "$path" >"$root/modules/$name.ko"
-    echo "$name" >>"$root/modules/order"
-  done < <(module_order "$kdir/lib/modules/$kver" virtio_pci virtiofs overlay)
-  cp "$repo/tests/qemu/initramfs-init.sh" "$root/init"
-  chmod +x "$root/init"
+  initramfs_tree "$root" "$kdir" "$kver" virtio_pci virtiofs overlay
   {
     echo "KPATH_GUEST_SCRIPT=$(quote "$repo/tests/qemu/guest.sh")"
     echo "KPATH_BUILD_DIR=$(quote "$build_dir")"
@@ -252,7 +166,7 @@ make_initramfs() {
     echo "KPATH_QEMU_COMMAND=$(quote "${KPATH_QEMU_COMMAND:-}")"
     echo "KPATH_IRQOFF_MODULE=$(quote "$irqoff_module")"
   } >"$root/kpath-guest.env"
-  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$out"
+  initramfs_pack "$root" "$out"
 }
 
 # virtiofsd serving a read-only view of the host's disk filesystems (not /proc, /sys, /dev, /run
@@ -275,98 +189,15 @@ start_virtiofsd() {
       -o sandbox=chroot -o log_level=err
   ' kpath-virtiofsd "$share" "$sock" "$virtiofsd" >"$work/virtiofsd.log" 2>&1 &
   virtiofsd_pid=$!
-  for _ in $(seq 100); do
-    [[ -S "$sock" ]] && return 0
-    kill -0 "$virtiofsd_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  log "virtiofsd did not start: $(cat "$work/virtiofsd.log")"
-  return 1
-}
-
-stop_guest() {
-  [[ -n "$qemu_pid" ]] && kill -9 "$qemu_pid" 2>/dev/null || true
-  [[ -n "$qemu_pid" ]] && wait "$qemu_pid" 2>/dev/null || true
-  [[ -n "$virtiofsd_pid" ]] && kill "$virtiofsd_pid" 2>/dev/null || true
-  [[ -n "$virtiofsd_pid" ]] && wait "$virtiofsd_pid" 2>/dev/null || true
-  qemu_pid="" virtiofsd_pid=""
+  wait_virtiofsd "$sock"
 }
 
 # Starts QEMU with `mode` (kvm or tcg), console to $console.
 start_guest() {
-  local mode=$1 kernel=$2 initrd=$3 console=$4 mem=2048 cpu_args
-  local sock="$work/virtiofs.sock"
+  local mode=$1 kernel=$2 initrd=$3 console=$4 sock="$work/virtiofs.sock"
   start_virtiofsd "$sock" || return 1
-  if [[ $mode == kvm ]]; then cpu_args=(-accel kvm -cpu host); else cpu_args=(-accel tcg,thread=multi -cpu max); fi
-  : >"$console"
-  "$qemu" -nodefaults -no-reboot -display none -serial "file:$console" \
-    -monitor "unix:$work/monitor.sock,server,nowait" \
-    -machine q35 "${cpu_args[@]}" -smp 2 -m "$mem" \
-    -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem \
-    -chardev "socket,id=vfs,path=$sock" -device vhost-user-fs-pci,chardev=vfs,tag=hostroot \
-    -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 loglevel=4 panic=-1 oops=panic mitigations=off nokaslr" \
-    >"$work/qemu.log" 2>&1 &
-  qemu_pid=$!
-}
-
-# What each vCPU of a guest that stopped making progress is executing: registers from the QEMU
-# monitor, instruction pointers named from the kernel's System.map (the guest boots nokaslr).
-dump_stalled_guest() {
-  local system_map=$1 out=$2
-  python3 - "$work/monitor.sock" "$system_map" >"$out" 2>&1 <<'PYEOF' || true
-import bisect, re, socket, sys, time
-sock = socket.socket(socket.AF_UNIX)
-sock.connect(sys.argv[1])
-sock.settimeout(5)
-def command(text):
-    sock.sendall(text.encode() + b"\n")
-    time.sleep(1.5)
-    data = b""
-    try:
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-            if len(chunk) < 65536:
-                break
-    except socket.timeout:
-        pass
-    return data.decode(errors="replace")
-command("")
-regs = command("info registers -a")
-symbols = []
-for line in open(sys.argv[2]):
-    address, kind, name = line.split()[:3]
-    if kind in "tTwW":
-        symbols.append((int(address, 16), name))
-symbols.sort()
-starts = [a for a, _ in symbols]
-if len(symbols) < 1000:
-    # Debian ships a stub System.map (the real one is in the -dbg package). The guest boots
-    # nokaslr, so its /proc/kallsyms names these addresses on any boot of the same kernel
-    # (KPATH_QEMU_COMMAND).
-    print("(System.map has no symbols: name the RIPs from the guest's /proc/kallsyms)")
-def name(address):
-    i = bisect.bisect_right(starts, address) - 1
-    return f"{symbols[i][1]}+{address - symbols[i][0]:#x}" if i >= 0 else hex(address)
-for match in re.finditer(r"CPU#(\d+).*?RIP=([0-9a-f]+).*?RFL=([0-9a-f]+)", regs, re.S):
-    cpu, rip, rfl = match.group(1), int(match.group(2), 16), int(match.group(3), 16)
-    print(f"vCPU {cpu}: RIP {name(rip)}, interrupts {'on' if rfl & 0x200 else 'OFF'}")
-print(regs)
-PYEOF
-}
-
-# Waits until the console shows `pattern`, QEMU exits, or `seconds` pass. 0 if seen.
-wait_console() {
-  local console=$1 pattern=$2 seconds=$3 deadline=$((SECONDS + $3))
-  while ((SECONDS < deadline)); do
-    grep -q -- "$pattern" "$console" 2>/dev/null && return 0
-    kill -0 "$qemu_pid" 2>/dev/null || { grep -q -- "$pattern" "$console"; return; }
-    sleep 0.5
-  done
-  return 1
+  start_qemu "$mode" "$kernel" "$initrd" "$console" "$sock" hostroot \
+    "console=ttyS0 loglevel=4 panic=-1 oops=panic mitigations=off nokaslr"
 }
 
 overall_failed=0
