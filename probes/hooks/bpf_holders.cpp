@@ -3,11 +3,13 @@
 #include <bpf/bpf.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstring>
 #include <memory>
+#include <set>
 
 #include "probes/cgroups/systemd_unit.h"
 #include "probes/hooks/tracefs_text.h"
@@ -197,6 +199,38 @@ BpfHolders ScanBpfHolders(const HostPaths& paths, const BpfHolderScan& scan,
     ScanProcess(proc.fd, d->d_name, pid, query, holders);
   }
   return holders;
+}
+
+void MoveSameExecutableHolders(const HostPaths& paths, BpfHolders& foreign, BpfHolders& own) {
+  struct stat self {};
+  if (stat(paths.Proc("self/exe").c_str(), &self) != 0) return;
+  std::set<pid_t> same;
+  for (const auto& [pid, identity] : foreign.processes) {
+    struct stat exe {};
+    if (stat(paths.Proc(std::to_string(pid) + "/exe").c_str(), &exe) == 0 &&
+        exe.st_dev == self.st_dev && exe.st_ino == self.st_ino) {
+      same.insert(pid);
+    }
+  }
+  if (same.empty()) return;
+  auto move_ids = [&](std::map<uint32_t, pid_t>& from, std::map<uint32_t, pid_t>& to) {
+    for (auto it = from.begin(); it != from.end();) {
+      if (same.contains(it->second)) {
+        to.emplace(it->first, it->second);
+        it = from.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  move_ids(foreign.programs, own.programs);
+  move_ids(foreign.links, own.links);
+  std::erase_if(foreign.attachments, [&](const FdAttachment& attachment) {
+    if (!same.contains(attachment.pid)) return false;
+    own.attachments.push_back(attachment);
+    return true;
+  });
+  for (pid_t pid : same) foreign.processes.erase(pid);
 }
 
 }  // namespace kpath

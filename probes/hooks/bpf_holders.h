@@ -84,4 +84,10 @@ struct BpfHolderScan {
 BpfHolders ScanBpfHolders(const HostPaths& paths, const BpfHolderScan& scan,
                           const TaskFdQueryFn& query);
 
+// Moves from `foreign` to `own` what processes running kpathd's own executable hold (the same
+// file as <procfs>/self/exe, by device and inode): a `kpathd diagnose` beside the service, or the
+// service beside it, places kpathd's hooks, not another agent's. A different kpathd build or
+// a kpathd in a container with its own image is another file, and stays foreign.
+void MoveSameExecutableHolders(const HostPaths& paths, BpfHolders& foreign, BpfHolders& own);
+
 }  // namespace kpath

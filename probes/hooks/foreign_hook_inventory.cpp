@@ -263,13 +263,16 @@ std::optional<BpfSources> ForeignHookInventory::ReadBpf() {
   bpf.own = ScanBpfHolders(paths_, own_scan, QueryTaskFd);
   // The /proc scan is the expensive part: skip it when every BPF object is kpathd's.
   std::set<uint32_t> own_programs;
-  for (const auto& [id, pid] : bpf.own.programs) own_programs.insert(id);
-  for (const FdAttachment& attachment : bpf.own.attachments) {
-    own_programs.insert(attachment.query.prog_id);
-  }
-  for (const BpfLinkInfo& link : bpf.links) {
-    if (bpf.own.links.contains(link.id)) own_programs.insert(link.prog_id);
-  }
+  auto add_own_programs = [&] {
+    for (const auto& [id, pid] : bpf.own.programs) own_programs.insert(id);
+    for (const FdAttachment& attachment : bpf.own.attachments) {
+      own_programs.insert(attachment.query.prog_id);
+    }
+    for (const BpfLinkInfo& link : bpf.links) {
+      if (bpf.own.links.contains(link.id)) own_programs.insert(link.prog_id);
+    }
+  };
+  add_own_programs();
   bool foreign = std::any_of(bpf.programs.begin(), bpf.programs.end(),
                              [&](const BpfProgramInfo& p) { return !own_programs.contains(p.id); });
   processes_scanned_ = 0;
@@ -293,6 +296,9 @@ std::optional<BpfSources> ForeignHookInventory::ReadBpf() {
       scanned_holders_ = bpf.foreign;
       refreshes_since_scan_ = 0;
     }
+    // Another kpathd process of this executable (diagnose beside the service) is kpathd too.
+    MoveSameExecutableHolders(paths_, bpf.foreign, bpf.own);
+    add_own_programs();
   }
 
   std::set<std::pair<uint32_t, uint32_t>> wanted;

@@ -299,3 +299,52 @@ TEST_CASE("sampled BPF statistics charge a foreign program's CPU time, labelled 
   kpathd.Signal(SIGTERM);
   CHECK(kpathd.WaitExit(5s) == 0);
 }
+
+TEST_CASE(
+    "another kpathd process of the same executable (diagnose beside the service) is not a "
+    "foreign hook owner, while a different kpathd executable is",
+    "[hooks][integration]") {
+  REQUIRE(IsRoot());
+  // Two processes of one executable under one name, and a copy of the binary (another file).
+  constexpr const char* kTwinName = "kpathd-twin";
+  constexpr const char* kOtherName = "kpathd-other";
+  NamedKpathd twin(kTwinName);
+  std::filesystem::path copy_dir = std::filesystem::temp_directory_path() /
+                                   ("kpath-hooks-copy-" + std::to_string(getpid()));
+  std::filesystem::create_directories(copy_dir);
+  std::filesystem::path copy = copy_dir / kOtherName;
+  std::filesystem::copy_file(KpathdBinary(), copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string config = "sampling_interval: 250ms\nhooks:\n  refresh_interval: 1s\n";
+  {
+    KpathdProcess first({.config_yaml = config, .binary = twin.path()});
+    KpathdProcess second({.config_yaml = config, .binary = twin.path()});
+    KpathdProcess other({.config_yaml = config, .binary = copy.string()});
+    REQUIRE(first.WaitUntilServing());
+    REQUIRE(second.WaitUntilServing());
+    REQUIRE(other.WaitUntilServing());
+    // The copy's BPF hooks appear in the first's inventory (it would see a twin's just as well).
+    std::string body;
+    for (auto deadline = std::chrono::steady_clock::now() + 10s;
+         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
+      body = first.Scrape().value_or("");
+      if (!HooksOwnedBy(body, kOtherName).empty()) break;
+    }
+    INFO(body);
+    REQUIRE_FALSE(HooksOwnedBy(body, kOtherName).empty());
+    // One more refresh for both twins, then neither lists the other's hooks.
+    std::this_thread::sleep_for(1500ms);
+    for (KpathdProcess* kpathd : {&first, &second}) {
+      std::string scraped = kpathd->Scrape().value_or("");
+      INFO(scraped);
+      CHECK_FALSE(scraped.empty());
+      CHECK(HooksOwnedBy(scraped, kTwinName).empty());
+      CHECK(Sum(scraped, "kpath_foreign_bpf_runs_total", {{"owner", kTwinName}}) == 0);
+    }
+    for (KpathdProcess* kpathd : {&first, &second, &other}) {
+      kpathd->Signal(SIGTERM);
+      CHECK(kpathd->WaitExit(5s) == 0);
+    }
+  }
+  std::filesystem::remove_all(copy_dir);
+}
