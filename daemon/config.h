@@ -88,11 +88,4 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view 
 // Reads and parses a file; a missing or unreadable file is an error naming the path.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
-// A configuration file's text (kpathd.yaml, the web configuration): a missing, unreadable,
-// world-writable or over-large file is an error naming the path.
-absl::StatusOr<std::string> ReadConfigFileText(const std::string& path);
-
-// The 1-based line where a second YAML document starts in `text`, or 0 if there is none.
-int SecondYamlDocumentLine(std::string_view text);
-
 }  // namespace kpath
