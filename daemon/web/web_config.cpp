@@ -1,4 +1,4 @@
-#include "daemon/web_config.h"
+#include "daemon/web/web_config.h"
 
 #include <yaml-cpp/yaml.h>
 

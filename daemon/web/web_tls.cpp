@@ -1,4 +1,4 @@
-#include "daemon/web_tls.h"
+#include "daemon/web/web_tls.h"
 
 #include <civetweb.h>
 #include <dlfcn.h>
