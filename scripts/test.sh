@@ -6,7 +6,8 @@
 # /proc, /sys and config parsers, under ASan + UBSan) for a few seconds.
 # Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments),
 #   KPATH_SKIP_RELEASE=1    skip the Release check (kpathd and the unit tests built as packagers
-#                           build them, -O3, into build-release, warnings as errors: ~N minutes)
+#                           build them, -O3, into build-release, warnings as errors: ~4.5 minutes
+#                           on 2 cores)
 #   KPATH_SKIP_NOBTF=1      skip the no-BTF stage (the integration tests again with the kernel's
 #                           BTF hidden, as on kernels built without it: ~1.5 minutes)
 #   KPATH_QEMU=ci           the QEMU stage (the default): Debian 12's 6.1 and Debian 11's 5.10
