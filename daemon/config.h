@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/web/web_server_config.h"
 #include "probes/collect/label_limits.h"
 #include "probes/hooks/hooks_config.h"
 #include "probes/irqoff/irqoff_config.h"
@@ -22,24 +23,6 @@ struct ProbeConfig {
   // Mechanisms the probe may use, in the probe's own order of preference. Empty: all of them.
   std::vector<Mechanism> mechanisms;
   bool operator==(const ProbeConfig&) const = default;
-};
-
-// The /metrics HTTP server (civetweb), see README "Securing /metrics".
-struct WebServerConfig {
-  // exporter-toolkit web configuration (TLS, basic auth; daemon/web_config.h). Empty: plain
-  // HTTP without authentication.
-  std::string config_file;
-  // Connections served at once, one civetweb thread each. An idle or slow client holds one until
-  // request_timeout, so this many idle connections are needed to delay a scrape at all.
-  int max_connections = 128;
-  // Longest a client may take to send its request (headers included) or to take the response.
-  absl::Duration request_timeout = absl::Seconds(5);
-  // How long a connection is kept open for the client's next request (HTTP keep-alive); zero:
-  // one request per connection. Longer than Prometheus's usual scrape intervals (15 s to 1 min),
-  // so that it scrapes over one connection. Idle kept-alive connections never hold more than
-  // half of the max_connections threads (metrics_server.cpp).
-  absl::Duration keep_alive_timeout = absl::Seconds(75);
-  bool operator==(const WebServerConfig&) const = default;
 };
 
 struct Config {
@@ -87,12 +70,5 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view 
 
 // Reads and parses a file; a missing or unreadable file is an error naming the path.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
-
-// A configuration file's text (kpathd.yaml, the web configuration): a missing, unreadable,
-// world-writable or over-large file is an error naming the path.
-absl::StatusOr<std::string> ReadConfigFileText(const std::string& path);
-
-// The 1-based line where a second YAML document starts in `text`, or 0 if there is none.
-int SecondYamlDocumentLine(std::string_view text);
 
 }  // namespace kpath

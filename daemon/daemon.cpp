@@ -13,7 +13,7 @@
 
 #include "daemon/least_privilege.h"
 #include "daemon/log_format.h"
-#include "daemon/metrics_server.h"
+#include "daemon/web/metrics_server.h"
 #include "daemon/reload_request.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn_probe.h"

@@ -13,7 +13,7 @@
 #include "daemon/daemon.h"
 #include "daemon/diagnose.h"
 #include "daemon/log_format.h"
-#include "daemon/metrics_server.h"
+#include "daemon/web/metrics_server.h"
 #include "daemon/reload_request.h"
 #include "spdlog/spdlog.h"
 

@@ -8,7 +8,7 @@ seconds=${1:-60}
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 scripts/install-deps.sh --test
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKPATH_FUZZ=ON -DKPATH_BUILD_TESTS=OFF >/dev/null
+  -DKPATH_FUZZ=ON -DKPATH_BUILD_TESTS=OFF -DKPATH_WERROR=ON >/dev/null
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target kpath_fuzz_all
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

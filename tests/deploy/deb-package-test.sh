@@ -25,7 +25,7 @@ expect_file() {
   if ! grep -qx "$1" "$tmp/contents"; then echo "FAIL: the package has no $1" >&2; fail=1; fi
 }
 expect_file /usr/sbin/kpathd
-# The names civetweb loads OpenSSL 3 by, for TLS on /metrics (daemon/civetweb_openssl_names.c).
+# The names civetweb loads OpenSSL 3 by, for TLS on /metrics (daemon/web/civetweb_openssl_names.c).
 expect_file /usr/lib/kpathd/libkpath-civetweb-libssl.so
 expect_file /usr/lib/kpathd/libkpath-civetweb-libcrypto.so
 expect_file /etc/kpathd/kpathd.yaml

@@ -1,4 +1,4 @@
-#include "daemon/thread_stack.h"
+#include "daemon/web/thread_stack.h"
 
 #include <pthread.h>
 #include <sys/mman.h>

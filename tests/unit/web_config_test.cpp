@@ -1,6 +1,6 @@
 // The web configuration file (exporter-toolkit format), the basic-auth users it names, and the
 // civetweb options kpathd serves /metrics with.
-#include "daemon/web_config.h"
+#include "daemon/web/web_config.h"
 
 #include <crypt.h>
 #include <sys/stat.h>
@@ -12,8 +12,8 @@
 #include <fstream>
 #include <thread>
 
-#include "daemon/basic_auth.h"
-#include "daemon/metrics_server.h"
+#include "daemon/web/basic_auth.h"
+#include "daemon/web/metrics_server.h"
 #include "support/temp_dir.h"
 
 namespace kpath {

@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/basic_auth.h"
-#include "daemon/config.h"
-#include "daemon/web_config.h"
-#include "daemon/web_tls.h"
+#include "daemon/web/basic_auth.h"
+#include "daemon/web/web_config.h"
+#include "daemon/web/web_server_config.h"
+#include "daemon/web/web_tls.h"
 
 namespace prometheus {
 class Collectable;

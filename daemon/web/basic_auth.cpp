@@ -1,4 +1,4 @@
-#include "daemon/basic_auth.h"
+#include "daemon/web/basic_auth.h"
 
 #include <crypt.h>
 #include <openssl/crypto.h>

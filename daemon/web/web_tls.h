@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/web_config.h"
+#include "daemon/web/web_config.h"
 
 struct ssl_ctx_st;
 struct ssl_st;

@@ -1,4 +1,4 @@
-#include "daemon/web_tls.h"
+#include "daemon/web/web_tls.h"
 
 #include <civetweb.h>
 #include <dlfcn.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/config.h"
+#include "daemon/config_file.h"
 #include "fmt/format.h"
 
 namespace kpath {

@@ -4,7 +4,7 @@
 // macro for SSL_get1_peer_certificate): civetweb then calls a null pointer after every TLS
 // handshake (civetweb issue #1334). This file is built twice, as libraries whose sonames are
 // "libssl.so" (with KPATH_CIVETWEB_LIBSSL: the missing function) and "libcrypto.so" (nothing of
-// its own). kpathd loads both before civetweb starts (daemon/web_tls.cpp): the dynamic loader
+// its own). kpathd loads both before civetweb starts (daemon/web/web_tls.cpp): the dynamic loader
 // hands an already loaded library to a dlopen() of its soname, and civetweb's dlsym() on it finds
 // every other function in the real libssl.so.3 and libcrypto.so.3 it depends on.
 #ifdef KPATH_CIVETWEB_LIBSSL

@@ -1,4 +1,4 @@
-#include "daemon/metrics_server.h"
+#include "daemon/web/metrics_server.h"
 
 #include <CivetServer.h>
 #include <netdb.h>
@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/thread_stack.h"
+#include "daemon/web/thread_stack.h"
 #include "fmt/format.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
