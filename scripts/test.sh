@@ -21,8 +21,9 @@
 #   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
 #   KPATH_SKIP_SYSTEMD=1    skip the systemd stage (tests/systemd/run.sh): the .deb under a real
 #                           systemd as PID 1 (systemd-nspawn on a cached Debian 12 rootfs, about
-#                           1.5 minutes; 3 more the first time, to build the rootfs), then the
-#                           seed 000 guest (tests/systemd/seed000-guest.sh); it skips by itself,
+#                           40 s; 1 to 3 minutes more the first time, to build the rootfs), then
+#                           the seed 000 guest (tests/systemd/seed000-guest.sh, about 2 minutes
+#                           under QEMU; 3 with its cleanup); it skips by itself,
 #                           saying why, when not root or the rootfs cannot be built;
 #                           KPATH_SKIP_SEED000_GUEST=1 runs the nspawn part only
 set -euo pipefail
