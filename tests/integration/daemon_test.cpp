@@ -2,10 +2,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -341,6 +343,20 @@ TEST_CASE("kpathd --version prints the version, and an unknown argument exits 2"
 TEST_CASE("kill -9 leaves no BPF program or pin behind, and a restart attaches cleanly",
           "[daemon][signals]") {
   REQUIRE(IsRoot());
+  // tracefs and debugfs mount points: kill -9 leaves kpathd no chance to unmount what it mounted
+  // where nothing was (under systemd the unit's own mount namespace goes with it); the test does.
+  auto trace_mounts = [] {
+    std::vector<std::string> targets;
+    std::ifstream in("/proc/self/mounts");
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream fields(line);
+      std::string source, target, type;
+      fields >> source >> target >> type;
+      if (type == "tracefs" || type == "debugfs") targets.push_back(target);
+    }
+    return targets;
+  };
+  const std::vector<std::string> mounts_before = trace_mounts();
   KpathdProcess first({});
   REQUIRE(first.WaitUntilServing());
   const std::set<int> held = ProgramIdsHeldBy(first.pid());
@@ -370,4 +386,18 @@ TEST_CASE("kill -9 leaves no BPF program or pin behind, and a restart attaches c
   REQUIRE(second.WaitUntilServing());
   CHECK(SumMetric(*second.Scrape(), "kpath_probe_attached") == attached);
   CHECK(!ProgramIdsHeldBy(second.pid()).empty());
+  second.Signal(SIGTERM);
+  CHECK(second.WaitExit(5s) == 0);
+  // The first kpathd's mounts (the second found them there and leaves them): nested ones first.
+  std::vector<std::string> left_mounted;
+  for (const std::string& target : trace_mounts()) {
+    if (std::find(mounts_before.begin(), mounts_before.end(), target) == mounts_before.end()) {
+      left_mounted.push_back(target);
+    }
+  }
+  std::sort(left_mounted.rbegin(), left_mounted.rend());
+  for (const std::string& target : left_mounted) {
+    INFO("unmounting " << target);
+    CHECK(umount2(target.c_str(), MNT_DETACH) == 0);
+  }
 }
