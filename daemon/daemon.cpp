@@ -13,8 +13,8 @@
 
 #include "daemon/least_privilege.h"
 #include "daemon/log_format.h"
-#include "daemon/web/metrics_server.h"
 #include "daemon/reload_request.h"
+#include "daemon/web/metrics_server.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn_probe.h"
 #include "probes/cgroups/dying_cgroup_counter.h"

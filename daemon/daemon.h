@@ -59,7 +59,7 @@ class Daemon {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;
-  std::optional<Config> pending_;  // a reloaded configuration for the sampler to apply
+  std::optional<Config> pending_;         // a reloaded configuration for the sampler to apply
   std::vector<pid_t> reload_requesters_;  // reload clients to answer once pending_ is applied
 };
 

@@ -13,8 +13,8 @@
 #include "daemon/daemon.h"
 #include "daemon/diagnose.h"
 #include "daemon/log_format.h"
-#include "daemon/web/metrics_server.h"
 #include "daemon/reload_request.h"
+#include "daemon/web/metrics_server.h"
 #include "spdlog/spdlog.h"
 
 namespace {

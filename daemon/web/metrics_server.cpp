@@ -2,8 +2,8 @@
 
 #include <CivetServer.h>
 #include <netdb.h>
-#include <sys/socket.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>

@@ -46,24 +46,12 @@ bool IsPercpuPlumbingFrame(std::string_view fn) {
   // allocations (bpf_map_alloc_percpu, bpf_prog_alloc), perf's and tracing's are real callers.
   // A BPF program's own frame is its JIT symbol (BpfProgramName).
   static constexpr std::array kTracing = {
-      "bpf_trace_run",
-      "__bpf_trace_",
-      "___bpf_prog_run",
-      "__bpf_prog_enter",
-      "__bpf_prog_exit",
-      "bpf_trampoline_",
-      "trace_call_bpf",
-      "perf_trace_",
-      "perf_tp_event",
-      "kprobe_",
-      "__kprobes",
-      "kretprobe_",
-      "ftrace_",
-      "arch_ftrace_",
-      "fentry_",
-      "__probestub_",
-      "rethook_",
-      "trace_event_raw_event_",
+      "bpf_trace_run",    "__bpf_trace_",    "___bpf_prog_run",
+      "__bpf_prog_enter", "__bpf_prog_exit", "bpf_trampoline_",
+      "trace_call_bpf",   "perf_trace_",     "perf_tp_event",
+      "kprobe_",          "__kprobes",       "kretprobe_",
+      "ftrace_",          "arch_ftrace_",    "fentry_",
+      "__probestub_",     "rethook_",        "trace_event_raw_event_",
   };
   for (std::string_view p : kAllocator)
     if (StartsWith(fn, p)) return true;

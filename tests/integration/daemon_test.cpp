@@ -6,8 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -236,8 +236,7 @@ TEST_CASE("SIGHUP applies a valid config and keeps counters, and refuses a broke
   CHECK(kpathd.Output().find("configuration reloaded") != std::string::npos);
 }
 
-TEST_CASE("under journald every line carries its syslog priority",
-          "[daemon][systemd][log]") {
+TEST_CASE("under journald every line carries its syslog priority", "[daemon][systemd][log]") {
   REQUIRE(IsRoot());
   KpathdProcess kpathd({.config_yaml = "sampling_interval: 10s\n", .journal_stream = true});
   REQUIRE(kpathd.WaitUntilServing());
@@ -252,7 +251,8 @@ TEST_CASE("under journald every line carries its syslog priority",
   CHECK(kpathd.WaitForOutput("<3>error: SIGHUP: configuration refused"));
   // Critical: a second kpathd cannot bind the port.
   const std::string address = "127.0.0.1:" + std::to_string(kpathd.port());
-  KpathdProcess second({.args = {"--listen", address}, .add_listen = false, .journal_stream = true});
+  KpathdProcess second(
+      {.args = {"--listen", address}, .add_listen = false, .journal_stream = true});
   REQUIRE(second.WaitExit(10s));
   INFO(second.Output());
   CHECK(second.Output().find("\n<2>critical: cannot listen on " + address) != std::string::npos);
@@ -264,7 +264,8 @@ TEST_CASE("under journald every line carries its syslog priority",
   int count = 0;
   for (std::string line; std::getline(lines, line); ++count) {
     INFO(line);
-    CHECK(std::regex_search(line, std::regex(R"(^<[2-7]>(critical|error|warning|info|debug|trace): )")));
+    CHECK(std::regex_search(line,
+                            std::regex(R"(^<[2-7]>(critical|error|warning|info|debug|trace): )")));
   }
   CHECK(count >= 5);
 }
@@ -276,9 +277,9 @@ TEST_CASE("a fatal error reaches journald as an error, and a bad file at start n
                         .journal_stream = true});
   REQUIRE(kpathd.WaitExit(5s) == 2);
   INFO(kpathd.Output());
-  CHECK(kpathd.Output().rfind("<3>kpathd: " + kpathd.config_path().string() +
-                                  ":2: unknown key \"no_such_key\"",
-                              0) == 0);
+  CHECK(kpathd.Output().rfind(
+            "<3>kpathd: " + kpathd.config_path().string() + ":2: unknown key \"no_such_key\"", 0) ==
+        0);
 }
 
 TEST_CASE("with JOURNAL_STREAM naming another file, stderr lines keep their timestamps",
@@ -291,7 +292,8 @@ TEST_CASE("with JOURNAL_STREAM naming another file, stderr lines keep their time
   std::istringstream lines(kpathd.Output());
   for (std::string line; std::getline(lines, line);) {
     INFO(line);
-    CHECK(std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} [a-z]+: )")));
+    CHECK(
+        std::regex_search(line, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3} [a-z]+: )")));
   }
 }
 

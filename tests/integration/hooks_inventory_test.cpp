@@ -309,8 +309,8 @@ TEST_CASE(
   constexpr const char* kTwinName = "kpathd-twin";
   constexpr const char* kOtherName = "kpathd-other";
   NamedKpathd twin(kTwinName);
-  std::filesystem::path copy_dir = std::filesystem::temp_directory_path() /
-                                   ("kpath-hooks-copy-" + std::to_string(getpid()));
+  std::filesystem::path copy_dir =
+      std::filesystem::temp_directory_path() / ("kpath-hooks-copy-" + std::to_string(getpid()));
   std::filesystem::create_directories(copy_dir);
   std::filesystem::path copy = copy_dir / kOtherName;
   std::filesystem::copy_file(KpathdBinary(), copy,

@@ -20,8 +20,8 @@ using namespace kpath::testing;
 namespace {
 
 CommandResult ReloadClient(const std::string& config, pid_t daemon, const std::string& more = "") {
-  return RunCommand(KpathdBinary() + " --config " + config + " --reload " +
-                    std::to_string(daemon) + more);
+  return RunCommand(KpathdBinary() + " --config " + config + " --reload " + std::to_string(daemon) +
+                    more);
 }
 
 // Every datagram already queued on the notify socket, without waiting.
@@ -66,9 +66,10 @@ TEST_CASE("kpathd --reload returns 0 only once the new configuration is in force
   CHECK(kpathd.Running());
 }
 
-TEST_CASE("kpathd --reload refuses a bad file itself, naming file and line, and the daemon "
-          "is not disturbed",
-          "[daemon][reload][bad-input]") {
+TEST_CASE(
+    "kpathd --reload refuses a bad file itself, naming file and line, and the daemon "
+    "is not disturbed",
+    "[daemon][reload][bad-input]") {
   REQUIRE(IsRoot());
   NotifySocket notify;
   KpathdProcess kpathd(

@@ -253,7 +253,8 @@ TEST_CASE("keep-alive: two scrapes over one connection, closed after keep_alive_
 
   // curl, as a load tool: a second URL on the same command line reuses the connection.
   const std::string url = "http://127.0.0.1:" + std::to_string(kpathd.port()) + "/metrics";
-  CommandResult curl = RunCommand("curl -sv -o /dev/null -o /dev/null " + url + " " + url + " 2>&1");
+  CommandResult curl =
+      RunCommand("curl -sv -o /dev/null -o /dev/null " + url + " " + url + " 2>&1");
   INFO(curl.output);
   CHECK(curl.status == 0);
   CHECK(curl.output.find("Re-using existing connection") != std::string::npos);
@@ -272,9 +273,10 @@ TEST_CASE("keep-alive: web.keep_alive_timeout 0s serves one request per connecti
   CHECK(Clock::now() - begin < 5s);
 }
 
-TEST_CASE("keep-alive: idle kept-alive clients hold at most half of the threads, and a scraper "
-          "gets through",
-          "[web][keep-alive][limits]") {
+TEST_CASE(
+    "keep-alive: idle kept-alive clients hold at most half of the threads, and a scraper "
+    "gets through",
+    "[web][keep-alive][limits]") {
   REQUIRE(IsRoot());
   // 8 threads; every client scrapes once and then stays idle for the whole 60 s.
   KpathdProcess kpathd({.config_yaml = "sampling_interval: 1s\nweb:\n  max_connections: 8\n"
@@ -300,8 +302,8 @@ TEST_CASE("keep-alive: idle kept-alive clients hold at most half of the threads,
     REQUIRE(scrape.Send(KeepAliveRequest()));
     const std::string raw = scrape.ReadResponse(10s);
     const double took = Seconds(Clock::now() - begin);
-    std::cout << "[web] scrape behind " << kept << " idle kept-alive connections: "
-              << took * 1000 << " ms\n";
+    std::cout << "[web] scrape behind " << kept << " idle kept-alive connections: " << took * 1000
+              << " ms\n";
     CHECK(CompleteScrape(raw));
     CHECK(took < 2.0);
   }

@@ -202,8 +202,8 @@ KpathdProcess::KpathdProcess(KpathdOptions options) {
     for (auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
     struct stat st {};
     if (options.journal_stream && fstat(2, &st) == 0) {
-      setenv("JOURNAL_STREAM", (std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)).c_str(),
-             1);
+      setenv("JOURNAL_STREAM",
+             (std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)).c_str(), 1);
     }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
