@@ -172,6 +172,22 @@ std::optional<std::string> NotifySocket::WaitFor(const std::string& needle,
   }
 }
 
+std::string NotifySocket::Drain() {
+  std::string all;
+  while (std::optional<std::string> m = Receive(std::chrono::milliseconds(0))) all += *m + "\n";
+  return all;
+}
+
+int NotifySocket::CountFor(const std::regex& pattern, std::chrono::milliseconds window) {
+  int count = 0;
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::optional<std::string> m = Receive(std::chrono::milliseconds(300));
+    if (m && std::regex_search(*m, pattern)) ++count;
+  }
+  return count;
+}
+
 KpathdProcess::KpathdProcess(KpathdOptions options) {
   dir_ = MakeTempDir("kpath-test-");
   log_path_ = dir_ / "kpathd.log";

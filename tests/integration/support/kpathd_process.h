@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ class NotifySocket {
   std::optional<std::string> Receive(std::chrono::milliseconds timeout);
   // Waits for a datagram containing `needle`; returns it.
   std::optional<std::string> WaitFor(const std::string& needle, std::chrono::milliseconds timeout);
+  // Every datagram already queued, one a line, without waiting.
+  std::string Drain();
+  // How many datagrams matching `pattern` arrive within `window`.
+  int CountFor(const std::regex& pattern, std::chrono::milliseconds window);
 
  private:
   int fd_ = -1;
