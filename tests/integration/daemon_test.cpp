@@ -340,18 +340,7 @@ TEST_CASE("kill -9 leaves no BPF program or pin behind, and a restart attaches c
   REQUIRE(IsRoot());
   // tracefs and debugfs mount points: kill -9 leaves kpathd no chance to unmount what it mounted
   // where nothing was (under systemd the unit's own mount namespace goes with it); the test does.
-  auto trace_mounts = [] {
-    std::vector<std::string> targets;
-    std::ifstream in("/proc/self/mounts");
-    for (std::string line; std::getline(in, line);) {
-      std::istringstream fields(line);
-      std::string source, target, type;
-      fields >> source >> target >> type;
-      if (type == "tracefs" || type == "debugfs") targets.push_back(target);
-    }
-    return targets;
-  };
-  const std::vector<std::string> mounts_before = trace_mounts();
+  const std::vector<std::string> mounts_before = TraceMounts();
   KpathdProcess first({});
   REQUIRE(first.WaitUntilServing());
   const std::set<int> held = ProgramIdsHeldBy(first.pid());
@@ -385,7 +374,7 @@ TEST_CASE("kill -9 leaves no BPF program or pin behind, and a restart attaches c
   CHECK(second.WaitExit(5s) == 0);
   // The first kpathd's mounts (the second found them there and leaves them): nested ones first.
   std::vector<std::string> left_mounted;
-  for (const std::string& target : trace_mounts()) {
+  for (const std::string& target : TraceMounts()) {
     if (std::find(mounts_before.begin(), mounts_before.end(), target) == mounts_before.end()) {
       left_mounted.push_back(target);
     }

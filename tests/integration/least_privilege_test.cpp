@@ -2,10 +2,12 @@
 // every thread, and goes on serving and counting. Figures are printed as "[privileges] ...".
 #include <linux/capability.h>
 #include <linux/perf_event.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -165,6 +167,18 @@ TEST_CASE("with the hook inventory off, CAP_SYS_ADMIN, CAP_SYS_PTRACE and CAP_DA
           "[privileges]") {
   // (CAP_SYS_ADMIN stays where the kernel opens perf events to it alone: Debian's 6.1.)
   REQUIRE(IsRoot());
+  // tracefs mounted beforehand, as systemd's sys-kernel-tracing.mount does on every host: a
+  // kpathd that has to mount it keeps CAP_SYS_ADMIN to unmount it at exit, which is not this case.
+  const std::vector<std::string> mounts = TraceMounts();
+  const bool mounted_here =
+      std::find(mounts.begin(), mounts.end(), "/sys/kernel/tracing") == mounts.end();
+  if (mounted_here) REQUIRE(mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0);
+  struct Unmount {
+    bool on;
+    ~Unmount() {
+      if (on) umount2("/sys/kernel/tracing", MNT_DETACH);
+    }
+  } unmount{mounted_here};
   KpathdProcess kpathd({.config_yaml = "sampling_interval: 500ms\nhooks:\n  enabled: false\n"});
   REQUIRE(kpathd.WaitUntilServing());
   const Status daemon = ReadStatus("/proc/" + std::to_string(kpathd.pid()) + "/status");

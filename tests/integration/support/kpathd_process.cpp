@@ -365,4 +365,16 @@ CommandResult RunCommand(const std::string& command, const std::string& stdin_te
   return r;
 }
 
+std::vector<std::string> TraceMounts() {
+  std::vector<std::string> targets;
+  std::ifstream in("/proc/self/mounts");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string source, target, type;
+    fields >> source >> target >> type;
+    if (type == "tracefs" || type == "debugfs") targets.push_back(target);
+  }
+  return targets;
+}
+
 }  // namespace kpath::testing

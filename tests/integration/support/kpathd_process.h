@@ -120,4 +120,7 @@ CommandResult RunCommand(const std::string& command, const std::string& stdin_te
 
 bool IsRoot();
 
+// Mount points of tracefs and debugfs in this mount namespace, as /proc/self/mounts lists them.
+std::vector<std::string> TraceMounts();
+
 }  // namespace kpath::testing
