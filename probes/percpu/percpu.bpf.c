@@ -16,6 +16,7 @@
 // clang-format off
 #include "kpath_bpf.h"
 #include "percpu.h"
+#include "live_table.bpf.h"
 // clang-format on
 
 char LICENSE[] SEC("license") = "GPL";
@@ -46,58 +47,13 @@ const volatile __s32 self_tgid = 0;
 KPATH_CACHED_KEYED_COUNTERS(alloc_counts, struct percpu_alloc_key, struct percpu_alloc_value, 512)
 
 /* Live allocations, two ways; user space loads the programs of one (percpu_probe.cpp):
- *  - `live_table` (programs without suffix): the open-addressing table of percpu.h, claimed with
- *    compare-and-swap, which the verifier accepts since Linux 5.12. An insert or a removal is a
- *    multiply and, mostly, one cache line of the hot part; the bytes allocated and freed are
- *    counted by caller in `live_balance`.
+ *  - `live_table` (programs without suffix): the open-addressing table of live_table.bpf.h,
+ *    claimed with compare-and-swap, which the verifier accepts since Linux 5.12. An insert or a
+ *    removal is a multiply and, mostly, one cache line of the hot part; the bytes allocated and
+ *    freed are counted by caller in `live_balance`.
  *  - `live_allocs` (programs with suffix _hash): a hash map, and the bytes allocated and freed
  *    counted by caller in `caller_balance`. Kernels without BPF atomics; about 3x the cost.
  * User space sizes the one in use from percpu.max_tracked_allocations and the other to 1. */
-const volatile __u32 live_table_bits = 17; /* log2 of the spill part's slots */
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, PERCPU_LIVE_HOT_SLOTS + (1 << 17));
-  __type(key, __u32);
-  __type(value, struct percpu_live_slot);
-} live_table SEC(".maps");
-
-/* The callers of live allocations, for the table's slots (and live_balance) to name them by a
- * small index (percpu.h); user space reads it in place. Never emptied: callers are kernel
- * functions, a few hundred at most (or stack ids, without call_site). */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(map_flags, BPF_F_MMAPABLE);
-  __uint(max_entries, PERCPU_LIVE_CALLERS);
-  __type(key, __u32);
-  __type(value, __u64);
-} live_callers SEC(".maps");
-
-/* Per CPU, by caller index: bytes of tracked allocations and of their frees. */
-struct {
-  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct percpu_live_balance);
-} live_balance SEC(".maps");
-
-/* The sampling interval's number, which user space counts up: the age of a live allocation. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __u32);
-} live_epoch SEC(".maps");
-
-/* Live allocations in the spill part: while there are none, a free whose pointer is not in the
- * hot part is known untracked without touching the spill part's cold slots. */
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, __s64);
-} live_spilled SEC(".maps");
-
 struct {
   __uint(type, BPF_MAP_TYPE_HASH);
   __uint(max_entries, 65536);
@@ -161,229 +117,6 @@ static __always_inline void count_alloc(const char* task, __u64 caller, __u64 by
   }
 }
 
-static __always_inline struct percpu_live_slot* live_slot(__u32 index) {
-  return bpf_map_lookup_elem(&live_table, &index);
-}
-
-/* Claims an empty or freed slot for `ptr` among `probes` slots from `home` (masked by `mask`,
- * offset by `base`), writes `info` and settles it; false if all are taken. Where stores may be
- * seen out of order (arm64), a reader that sees `ptr` settled before `info` finds the check bits
- * wrong. */
-static __always_inline bool live_claim(__u32 base, __u32 home, __u32 mask, __u32 probes, __u64 ptr,
-                                       __u64 info) {
-#pragma clang loop unroll(disable)
-  for (__u32 i = 0; i < probes; i++) {
-    struct percpu_live_slot* slot = live_slot(base + ((home + i) & mask));
-    if (!slot) return false;
-    __u64 seen = slot->ptr;
-    if (!PERCPU_LIVE_IS_FREE(seen)) continue;
-    if (__sync_val_compare_and_swap(&slot->ptr, seen, ptr | PERCPU_LIVE_FILLING) != seen) continue;
-    slot->info = info;
-    slot->ptr = ptr;
-    return true;
-  }
-  return false;
-}
-
-/* The index of `caller` in live_callers, adding it if new (0 for "unknown"); -1 if its probe
- * slots are all other callers'. */
-static __always_inline int live_caller_index(__u64 caller) {
-  if (!caller) return 0;
-  __u32 home = (__u32)((caller * KPATH_HASH_MUL) >> (64 - PERCPU_LIVE_CALLER_BITS));
-#pragma clang loop unroll(disable)
-  for (__u32 i = 0; i < PERCPU_LIVE_HOT_PROBES; i++) {
-    __u32 index = (home + i) & (PERCPU_LIVE_CALLERS - 1);
-    if (index == 0) continue; /* reserved for "unknown" */
-    __u64* known = bpf_map_lookup_elem(&live_callers, &index);
-    if (!known) return -1;
-    __u64 seen = *known;
-    if (seen == caller) return (int)index;
-    if (seen == 0) {
-      seen = __sync_val_compare_and_swap(known, 0, caller);
-      if (seen == 0 || seen == caller) return (int)index;
-    }
-  }
-  return -1;
-}
-
-/* Frees `ptr`'s slot among `probes` slots from `home` and returns its info; 0 if it is not
- * there (or moved on to the spill part meanwhile). A probe sequence ends at an empty slot:
- * inserts take the first free one, and slots never become empty again, so `ptr` is not beyond
- * it. The info is read before the slot is freed: while the slot holds `ptr`, it is `ptr`'s. */
-static __always_inline __u64 live_release(__u32 base, __u32 home, __u32 mask, __u32 probes,
-                                          __u64 ptr) {
-#pragma clang loop unroll(disable)
-  for (__u32 i = 0; i < probes; i++) {
-    struct percpu_live_slot* slot = live_slot(base + ((home + i) & mask));
-    if (!slot) return 0;
-    __u64 seen = slot->ptr;
-    if (seen == PERCPU_LIVE_EMPTY) return 0;
-    if (seen != ptr && seen != (ptr | PERCPU_LIVE_MOVING)) continue;
-    __u64 info = slot->info;
-    if (__sync_val_compare_and_swap(&slot->ptr, seen, PERCPU_LIVE_FREED) == seen) return info;
-    /* A move started meanwhile: the pointer is freed as moving (and the move then undone). */
-    __u64 moving = ptr | PERCPU_LIVE_MOVING;
-    if (seen == ptr && __sync_val_compare_and_swap(&slot->ptr, moving, PERCPU_LIVE_FREED) == moving)
-      return info;
-    return 0;
-  }
-  return 0;
-}
-
-/* The first slot to probe for a pointer, in each part: the top bits of multiplicative hashes. */
-static __always_inline __u32 live_hot_home(__u64 ptr) {
-  /* The start of a 64-byte line: the first four probes are one cache miss. */
-  return (__u32)((ptr * KPATH_HASH_MUL) >> (64 - PERCPU_LIVE_HOT_BITS)) & ~3U;
-}
-static __always_inline __u32 live_spill_home(__u64 ptr) {
-  return (__u32)(((ptr ^ (ptr >> 29)) * 0xff51afd7ed558ccdULL) >> (64 - live_table_bits));
-}
-
-#define LIVE_HOT 0, live_hot_home(ptr), PERCPU_LIVE_HOT_SLOTS - 1, PERCPU_LIVE_HOT_PROBES
-#define LIVE_SPILL(p) \
-  PERCPU_LIVE_HOT_SLOTS, live_spill_home(p), (1U << live_table_bits) - 1, PERCPU_LIVE_PROBES
-
-/* Pointers in the spill part: while there are none, a free not found in the hot part is known
- * untracked without a (cold) look at the spill part. */
-static __always_inline __s64* live_spilled_count(void) {
-  __u32 zero = 0;
-  return bpf_map_lookup_elem(&live_spilled, &zero);
-}
-
-static __always_inline bool live_spill(__u64 ptr, __u64 info) {
-  if (!live_claim(LIVE_SPILL(ptr), ptr, info)) return false;
-  __s64* spilled = live_spilled_count();
-  if (spilled) __sync_fetch_and_add(spilled, 1);
-  return true;
-}
-
-static __always_inline __u64 live_unspill(__u64 ptr) {
-  __u64 info = live_release(LIVE_SPILL(ptr), ptr);
-  if (!info) return 0;
-  __s64* spilled = live_spilled_count();
-  if (spilled) __sync_fetch_and_add(spilled, -1);
-  return info;
-}
-
-/* Bytes allocated and freed by caller index (the outstanding bytes: their difference, summed
- * over CPUs by user space); a free counts the size its allocation was tracked with. */
-static __always_inline void live_balance_add(__u64 info, bool freed) {
-  __u32 zero = 0;
-  struct percpu_live_balance* balance = bpf_map_lookup_elem(&live_balance, &zero);
-  if (!balance) return;
-  struct percpu_balance_value* b =
-      &balance->callers[PERCPU_LIVE_INFO_CALLER(info) & (PERCPU_LIVE_CALLERS - 1)];
-  if (freed) {
-    b->freed_bytes += PERCPU_LIVE_INFO_BYTES(info);
-  } else {
-    b->allocated_bytes += PERCPU_LIVE_INFO_BYTES(info);
-  }
-}
-
-/* The index of the oldest settled pointer in `probes` hot slots from `home`, or -1; its age in
- * intervals in *age. */
-static __always_inline int live_oldest(__u32 home, __u32 probes, __u32 epoch, __u32* age) {
-  int oldest = -1;
-#pragma clang loop unroll(disable)
-  for (__u32 i = 0; i < probes; i++) {
-    __u32 index = (home + i) & (PERCPU_LIVE_HOT_SLOTS - 1);
-    struct percpu_live_slot* slot = live_slot(index);
-    if (!slot) break;
-    if (!PERCPU_LIVE_IS_SETTLED(slot->ptr)) continue;
-    __u32 slot_age = (epoch - (__u32)PERCPU_LIVE_INFO_EPOCH(slot->info)) & 0xff;
-    if (oldest < 0 || slot_age > *age) {
-      oldest = (int)index;
-      *age = slot_age;
-    }
-  }
-  return oldest;
-}
-
-/* Moves the pointer in hot slot `index` to the spill part and gives the slot to `ptr`. False if
- * that pointer is not settled or the spill part has no room. */
-static __always_inline bool live_evict(__u32 index, __u64 ptr, __u64 info) {
-  struct percpu_live_slot* slot = live_slot(index);
-  if (!slot) return false;
-  __u64 victim = slot->ptr;
-  __u64 victim_info = slot->info;
-  /* Settled, and its info complete (arm64 may show the pointer before the info). */
-  if (!PERCPU_LIVE_IS_SETTLED(victim) || !PERCPU_LIVE_INFO_VALID(victim, victim_info)) {
-    return false;
-  }
-  __u64 moving = victim | PERCPU_LIVE_MOVING;
-  if (__sync_val_compare_and_swap(&slot->ptr, victim, moving) != victim) return false;
-  if (!live_spill(victim, victim_info)) {
-    /* No room: the victim stays, unless it was freed meanwhile, which frees its slot. */
-    if (__sync_val_compare_and_swap(&slot->ptr, moving, victim) == moving) return false;
-    return live_claim(LIVE_HOT, ptr, info);
-  }
-  if (__sync_val_compare_and_swap(&slot->ptr, moving, ptr | PERCPU_LIVE_FILLING) == moving) {
-    slot->info = info;
-    slot->ptr = ptr;
-    return true;
-  }
-  /* The victim was freed while it moved: its copy goes too, and `ptr` takes a free slot. */
-  live_unspill(victim);
-  return live_claim(LIVE_HOT, ptr, info);
-}
-
-/* Into the hot part, keeping each pointer in the first cache line of its slots where possible:
- * a free slot there; else, if the oldest pointer there is from an earlier interval, its slot;
- * else a free slot in the second line; else the oldest pointer's slot in both. Long-lived
- * pointers so leave the lines that churn uses, and frees mostly look at one line. */
-static __always_inline bool live_hot_insert(__u64 ptr, __u64 info, __u32 epoch) {
-  __u32 home = live_hot_home(ptr);
-  const __u32 line = PERCPU_LIVE_HOT_PROBES / 2;
-  if (live_claim(0, home, PERCPU_LIVE_HOT_SLOTS - 1, line, ptr, info)) return true;
-  __u32 age = 0;
-  int oldest = live_oldest(home, line, epoch, &age);
-  if (oldest >= 0 && age > 0 && live_evict((__u32)oldest, ptr, info)) return true;
-  if (live_claim(0, home + line, PERCPU_LIVE_HOT_SLOTS - 1, line, ptr, info)) return true;
-  oldest = live_oldest(home, PERCPU_LIVE_HOT_PROBES, epoch, &age);
-  return oldest >= 0 && live_evict((__u32)oldest, ptr, info);
-}
-
-static __always_inline void live_table_insert(__u64 ptr, __u64 bytes, __u64 caller,
-                                              bool long_lived) {
-  if (!PERCPU_LIVE_IS_SETTLED(ptr)) return;
-  int caller_index = live_caller_index(caller);
-  if (caller_index >= 0) {
-    __u32 zero = 0;
-    __u32* now = bpf_map_lookup_elem(&live_epoch, &zero);
-    __u32 epoch = now ? *now : 0;
-    __u64 info = PERCPU_LIVE_INFO(ptr, bytes, (__u64)caller_index, epoch);
-    if ((!long_lived && live_hot_insert(ptr, info, epoch)) || live_spill(ptr, info)) {
-      live_balance_add(info, false);
-      return;
-    }
-  }
-  count_event(PERCPU_EVENT_LIVE_MAP_FULL);
-}
-
-/* A pointer is freed only after its allocation's tracepoint returned, and allocated again only
- * after its free's tracepoint returned (it runs under pcpu_lock): per pointer, inserts and
- * removals never overlap, and a live pointer is in the table once (twice, briefly, while it
- * moves: the hot slot, marked moving, is the one a free takes). */
-static __always_inline void live_table_remove(__u64 ptr) {
-  __u64 info = live_release(LIVE_HOT, ptr);
-  if (!info) {
-    __s64* spilled = live_spilled_count();
-    if (!spilled) return;
-#if defined(__TARGET_ARCH_x86)
-    __s64 in_spill = *spilled; /* loads are not reordered on x86 */
-#else
-    /* A full barrier: the count is read after the hot slot that showed the pointer gone. */
-    __s64 in_spill = __sync_fetch_and_add(spilled, 0);
-#endif
-    if (in_spill > 0) info = live_unspill(ptr);
-  }
-  if (info) {
-    live_balance_add(info, true);
-  } else {
-    count_event(PERCPU_EVENT_UNTRACKED_FREE);
-  }
-}
-
 static __always_inline void live_hash_insert(__u64 ptr, __u64 bytes, __u64 caller) {
   struct percpu_live_alloc live = {.bytes = bytes, .caller = caller};
   if (bpf_map_update_elem(&live_allocs, &ptr, &live, BPF_ANY) != 0) {
@@ -409,32 +142,28 @@ static __always_inline void live_hash_remove(__u64 ptr) {
 /* `table` is a constant at every call: each program holds one way only, and the _hash
  * programs no atomic instruction (which kernels before 5.12 refuse even in dead code). */
 static __always_inline void count_tracked_alloc(bool table, __u64 caller, __u64 bytes, __u64 ptr) {
-  if (table) {
-    /* A load of the pointer's first hot slot, not used: its cache miss (the bulk of the insert's
-     * cost) then overlaps the counting below instead of following it. */
-    struct percpu_live_slot* early = live_slot(live_hot_home(ptr));
-    if (early) (void)*(volatile __u64*)&early->ptr;
-  }
+  if (table) live_table_prefetch(ptr);
   const char* task = kpath_current_task(task_comm_offset);
   count_alloc(task, caller, bytes);
   if (table) {
     bool own =
         self_tgid && task_tgid_offset && *(const __s32*)(task + task_tgid_offset) == self_tgid;
-    live_table_insert(ptr, bytes, caller, own);
+    if (!live_table_insert(ptr, bytes, caller, own)) count_event(PERCPU_EVENT_LIVE_MAP_FULL);
   } else {
     live_hash_insert(ptr, bytes, caller);
   }
 }
 
-static __always_inline void count_free(bool table, __u64 ptr) {
+static __always_inline int count_free(bool table, __u64 ptr) {
   if (table) {
-    live_table_remove(ptr);
+    if (!live_table_remove(ptr)) count_event(PERCPU_EVENT_UNTRACKED_FREE);
   } else {
     live_hash_remove(ptr);
   }
+  return 0;
 }
 
-static __always_inline void percpu_alloc_from_tracepoint(bool table, void* ctx) {
+static __always_inline int alloc_tracepoint(bool table, void* ctx) {
   __u64 bytes;
   if (tp_bytes_alloc_offset) {
     bytes = kpath_tp_field(ctx, tp_bytes_alloc_offset, tp_bytes_alloc_size);
@@ -445,53 +174,78 @@ static __always_inline void percpu_alloc_from_tracepoint(bool table, void* ctx) 
                      ? kpath_tp_field(ctx, tp_call_site_offset, 8)
                      : caller_from_stack(ctx);
   count_tracked_alloc(table, caller, bytes, kpath_tp_field(ctx, tp_ptr_offset, 8));
+  return 0;
 }
 
-/* Every program that sees the pointer, for one way of tracking live allocations (`variant` is
- * the name suffix): per layout of percpu_alloc_percpu and per mechanism, and the frees. */
-#define PERCPU_TRACKED_PROGRAMS(variant, table)                                    \
-  PERCPU_ALLOC_PROGRAMS("tp_btf/percpu_alloc_percpu", tp_btf, variant, table)      \
-  PERCPU_ALLOC_PROGRAMS("raw_tp/percpu_alloc_percpu", raw_tp, variant, table)      \
-  SEC("tp/percpu/percpu_alloc_percpu")                                             \
-  int percpu_alloc_tracepoint##variant(void* ctx) {                                \
-    percpu_alloc_from_tracepoint(table, ctx);                                      \
-    return 0;                                                                      \
-  }                                                                                \
-  SEC("tp_btf/percpu_free_percpu")                                                 \
-  int BPF_PROG(percpu_free_tp_btf##variant, void* base_addr, int off, void* ptr) { \
-    count_free(table, (__u64)ptr);                                                 \
-    return 0;                                                                      \
-  }                                                                                \
-  SEC("raw_tp/percpu_free_percpu")                                                 \
-  int BPF_PROG(percpu_free_raw_tp##variant, void* base_addr, int off, void* ptr) { \
-    count_free(table, (__u64)ptr);                                                 \
-    return 0;                                                                      \
-  }                                                                                \
-  SEC("tp/percpu/percpu_free_percpu")                                              \
-  int percpu_free_tracepoint##variant(void* ctx) {                                 \
-    count_free(table, kpath_tp_field(ctx, tp_free_ptr_offset, 8));                 \
-    return 0;                                                                      \
-  }
+/* The layout since 5.19 through tp_btf or raw_tp (arguments as listed at the top). The highest
+ * argument read, bytes_alloc (the 9th), is what tp_btf's load and raw_tp's attach check against
+ * the tracepoint's arity. */
+static __always_inline int alloc_with_call_site(bool table, __u64* args) {
+  __u64 caller = caller_from_stack_always ? caller_from_stack(args) : args[0];
+  count_tracked_alloc(table, caller, args[8], args[7]);
+  return 0;
+}
 
-/* One allocation program per layout. */
-#define PERCPU_ALLOC_PROGRAMS(sec, suffix, variant, table)                                         \
-  SEC(sec)                                                                                         \
-  int BPF_PROG(percpu_alloc_##suffix##variant, unsigned long call_site, bool reserved,             \
-               bool is_atomic, size_t size, size_t align, void* base_addr, int off, void* ptr,     \
-               size_t bytes_alloc) {                                                               \
-    __u64 caller = caller_from_stack_always ? caller_from_stack(ctx) : call_site;                  \
-    count_tracked_alloc(table, caller, bytes_alloc, (__u64)ptr);                                   \
-    return 0;                                                                                      \
-  }                                                                                                \
-  SEC(sec)                                                                                         \
-  int BPF_PROG(percpu_alloc_##suffix##_legacy##variant, bool reserved, bool is_atomic,             \
-               size_t size, size_t align, void* base_addr, int off, void* ptr) {                   \
-    count_tracked_alloc(table, caller_from_stack(ctx), (__u64)size* nr_possible_cpus, (__u64)ptr); \
-    return 0;                                                                                      \
-  }
+/* The layout before 5.19: ptr, the 7th argument, is the highest read. */
+static __always_inline int alloc_legacy(bool table, __u64* args) {
+  count_tracked_alloc(table, caller_from_stack(args), args[2] * nr_possible_cpus, args[6]);
+  return 0;
+}
 
-PERCPU_TRACKED_PROGRAMS(, true)
-PERCPU_TRACKED_PROGRAMS(_hash, false)
+/* percpu_free_percpu(base_addr, off, ptr): tp_btf and raw_tp read ptr as their third argument. */
+static __always_inline int free_tracepoint(bool table, void* ctx) {
+  return count_free(table, kpath_tp_field(ctx, tp_free_ptr_offset, 8));
+}
+
+/* Every program that sees the pointer: per layout of percpu_alloc_percpu, per mechanism, and the
+ * frees, once with the table and once with the hash map (suffix _hash). */
+SEC("tp_btf/percpu_alloc_percpu")
+int percpu_alloc_tp_btf(__u64* ctx) { return alloc_with_call_site(true, ctx); }
+
+SEC("tp_btf/percpu_alloc_percpu")
+int percpu_alloc_tp_btf_legacy(__u64* ctx) { return alloc_legacy(true, ctx); }
+
+SEC("raw_tp/percpu_alloc_percpu")
+int percpu_alloc_raw_tp(__u64* ctx) { return alloc_with_call_site(true, ctx); }
+
+SEC("raw_tp/percpu_alloc_percpu")
+int percpu_alloc_raw_tp_legacy(__u64* ctx) { return alloc_legacy(true, ctx); }
+
+SEC("tp/percpu/percpu_alloc_percpu")
+int percpu_alloc_tracepoint(void* ctx) { return alloc_tracepoint(true, ctx); }
+
+SEC("tp_btf/percpu_free_percpu")
+int percpu_free_tp_btf(__u64* ctx) { return count_free(true, ctx[2]); }
+
+SEC("raw_tp/percpu_free_percpu")
+int percpu_free_raw_tp(__u64* ctx) { return count_free(true, ctx[2]); }
+
+SEC("tp/percpu/percpu_free_percpu")
+int percpu_free_tracepoint(void* ctx) { return free_tracepoint(true, ctx); }
+
+SEC("tp_btf/percpu_alloc_percpu")
+int percpu_alloc_tp_btf_hash(__u64* ctx) { return alloc_with_call_site(false, ctx); }
+
+SEC("tp_btf/percpu_alloc_percpu")
+int percpu_alloc_tp_btf_legacy_hash(__u64* ctx) { return alloc_legacy(false, ctx); }
+
+SEC("raw_tp/percpu_alloc_percpu")
+int percpu_alloc_raw_tp_hash(__u64* ctx) { return alloc_with_call_site(false, ctx); }
+
+SEC("raw_tp/percpu_alloc_percpu")
+int percpu_alloc_raw_tp_legacy_hash(__u64* ctx) { return alloc_legacy(false, ctx); }
+
+SEC("tp/percpu/percpu_alloc_percpu")
+int percpu_alloc_tracepoint_hash(void* ctx) { return alloc_tracepoint(false, ctx); }
+
+SEC("tp_btf/percpu_free_percpu")
+int percpu_free_tp_btf_hash(__u64* ctx) { return count_free(false, ctx[2]); }
+
+SEC("raw_tp/percpu_free_percpu")
+int percpu_free_raw_tp_hash(__u64* ctx) { return count_free(false, ctx[2]); }
+
+SEC("tp/percpu/percpu_free_percpu")
+int percpu_free_tracepoint_hash(void* ctx) { return free_tracepoint(false, ctx); }
 
 /* The allocator's first argument is the per-CPU size in every variant
  * (pcpu_alloc_noprof, pcpu_alloc, __alloc_percpu_gfp); the target is set in user space. At entry
