@@ -1,5 +1,6 @@
 /* The live-allocation table (layout and states: live_table.h): its maps and the lock-free insert
- * and removal the percpu programs call. Include after kpath_bpf.h. */
+ * and removal the percpu programs call. Include after kpath_bpf.h. Tested directly through
+ * BPF_PROG_TEST_RUN by tests/bpf/live_table_test.{bpf.c,cpp}. */
 #ifndef KPATH_PERCPU_LIVE_TABLE_BPF_H
 #define KPATH_PERCPU_LIVE_TABLE_BPF_H
 
