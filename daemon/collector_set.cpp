@@ -11,6 +11,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "probes/collect/bpf_program_stats.h"
+#include "probes/collect/health_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -149,7 +150,7 @@ MetricFamilies MergeFamiliesByName(MetricFamilies families) {
 }
 
 void CollectorSet::AppendHealth(MetricFamilies& out) const {
-  Gauge("kpath_build_info", "kpathd build and the kernel it runs on; always 1.")
+  FamilyBuilder(health_metrics::kBuildInfo)
       .Add({{"version", build_.version},
             {"revision", build_.revision},
             {"libbpf_version", build_.libbpf_version},
@@ -157,20 +158,12 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
            1)
       .AppendTo(out);
 
-  auto success = Gauge("kpath_collector_success", "1 if the collector's last collection worked.");
-  auto duration =
-      Gauge("kpath_collector_duration_seconds", "How long the collector's last collection took.");
-  auto attached = Gauge("kpath_probe_attached",
-                        "1 if the probe is attached; mechanism is how (none: not attached).");
-  auto excluded = Gauge("kpath_probe_excluded_by_config",
-                        "1 if the probe is not attached only because probes.<probe>.mechanisms "
-                        "leaves out every mechanism this kernel supports (off by choice).");
-  auto run_seconds = Counter("kpath_bpf_program_run_seconds_total",
-                             "CPU time spent in kpathd's own BPF programs, while the kernel's BPF "
-                             "run-time statistics are on.");
-  auto runs = Counter("kpath_bpf_program_runs_total",
-                      "Runs of kpathd's own BPF programs, while the kernel's BPF run-time "
-                      "statistics are on.");
+  FamilyBuilder success(health_metrics::kCollectorSuccess);
+  FamilyBuilder duration(health_metrics::kCollectorDurationSeconds);
+  FamilyBuilder attached(health_metrics::kProbeAttached);
+  FamilyBuilder excluded(health_metrics::kProbeExcludedByConfig);
+  FamilyBuilder run_seconds(health_metrics::kBpfProgramRunSecondsTotal);
+  FamilyBuilder runs(health_metrics::kBpfProgramRunsTotal);
   // Also while the foreign-hook inventory holds a BPF_ENABLE_STATS fd (hooks.bpf_stats: always).
   bool stats_on = BpfRunStatsComplete(paths_);
   for (size_t i = 0; i < collectors_.size(); ++i) {
@@ -196,11 +189,7 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   duration.AppendTo(out);
   if (!excluded.empty()) excluded.AppendTo(out);
   if (!attached.empty()) attached.AppendTo(out);
-  Gauge("kpath_bpf_stats_enabled",
-        "1 if the kernel keeps BPF run-time statistics (sysctl kernel.bpf_stats_enabled, or "
-        "kpathd holding them on with hooks.bpf_stats: always).")
-      .Add(stats_on ? 1 : 0)
-      .AppendTo(out);
+  FamilyBuilder(health_metrics::kBpfStatsEnabled).Add(stats_on ? 1 : 0).AppendTo(out);
   if (!run_seconds.empty()) {
     run_seconds.AppendTo(out);
     runs.AppendTo(out);

@@ -1,5 +1,6 @@
 #include "probes/cgroups/cgroup_churn_probe.h"
 
+#include "probes/cgroups/cgroups_metrics.h"
 #include "probes/collect/label_values.h"
 
 #include <bpf/bpf.h>
@@ -308,26 +309,16 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
   std::optional<double> per_second = mkdir_rate_.PerSecond();
   status_ = CgroupChurnStatus(per_second, churn_.TopValue(1));
 
-  FamilyBuilder mkdirs = Counter("kpath_cgroup_mkdir_total",
-                                 "cgroups created since kpathd attached, by process and systemd "
-                                 "unit (transient names folded, see README).");
+  FamilyBuilder mkdirs(cgroups_metrics::kCgroupMkdirTotal);
   AppendNonZero(churn_, mkdirs, 0);
   mkdirs.AppendTo(out);
-  FamilyBuilder rmdirs = Counter("kpath_cgroup_rmdir_total",
-                                 "cgroups removed since kpathd attached, by process and systemd "
-                                 "unit (transient names folded, see README).");
+  FamilyBuilder rmdirs(cgroups_metrics::kCgroupRmdirTotal);
   AppendNonZero(churn_, rmdirs, 1);
   rmdirs.AppendTo(out);
   if (per_second) {
-    Gauge("kpath_cgroup_churn_per_second",
-          "cgroups created per second: least-squares slope of the cgroup mkdir count over the "
-          "window (meminfo.percpu_growth_window).")
-        .Add(*per_second)
-        .AppendTo(out);
+    FamilyBuilder(cgroups_metrics::kCgroupChurnPerSecond).Add(*per_second).AppendTo(out);
   }
-  Counter("kpath_cgroup_churn_unlabelled_total",
-          "cgroup mkdirs and rmdirs counted without their unit (or process and unit) because a "
-          "per-interval map was full; they are in the unit=\"other\" series.")
+  FamilyBuilder(cgroups_metrics::kCgroupChurnUnlabelledTotal)
       .Add(static_cast<double>(unlabelled_))
       .AppendTo(out);
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_files.h"
+#include "probes/cgroups/cgroups_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -201,10 +202,7 @@ absl::Status DyingCgroupCounter::Collect(MetricFamilies& out) {
     return absl::NotFoundError(
         fmt::format("no cgroup hierarchy found in {}", mountinfo_path.string()));
   }
-  FamilyBuilder family = Gauge(
-      "kpath_cgroups",
-      "Cgroups per controller: live (a directory exists) or dying (removed, still held by the "
-      "kernel, with its memory). controller=\"cgroup2\" counts the v2 hierarchy's cgroups.");
+  FamilyBuilder family(cgroups_metrics::kCgroups);
   for (const auto& [controller, counts] : rows) {
     family.Add({{"controller", controller}, {"state", "live"}}, static_cast<double>(counts.live));
     family.Add({{"controller", controller}, {"state", "dying"}}, static_cast<double>(counts.dying));

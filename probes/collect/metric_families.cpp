@@ -13,6 +13,18 @@ FamilyBuilder::FamilyBuilder(std::string name, std::string help, prometheus::Met
 }
 
 namespace {
+prometheus::MetricType PrometheusType(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return prometheus::MetricType::Counter;
+    case MetricType::kGauge:
+      return prometheus::MetricType::Gauge;
+    case MetricType::kHistogram:
+      return prometheus::MetricType::Histogram;
+  }
+  return prometheus::MetricType::Untyped;
+}
+
 prometheus::ClientMetric WithLabels(const LabelPairs& labels) {
   prometheus::ClientMetric m;
   m.label.reserve(labels.size());
@@ -20,6 +32,9 @@ prometheus::ClientMetric WithLabels(const LabelPairs& labels) {
   return m;
 }
 }  // namespace
+
+FamilyBuilder::FamilyBuilder(const MetricSpec& spec)
+    : FamilyBuilder(std::string(spec.name), std::string(spec.help), PrometheusType(spec.type)) {}
 
 FamilyBuilder& FamilyBuilder::Add(const LabelPairs& labels, double value) {
   prometheus::ClientMetric m = WithLabels(labels);

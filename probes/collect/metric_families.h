@@ -1,6 +1,9 @@
 // Small helpers to build prometheus-cpp MetricFamily values: collectors export kernel-sourced
 // totals, which prometheus-cpp's own Counter cannot be set to, so every collector builds families
-// from its latest reading and the daemon serves them through one Collectable.
+// from its latest reading and the daemon serves them through one Collectable. Each family's
+// name, type and HELP text is a MetricSpec declared once in the catalogue: the
+// <pathology>_metrics.h next to its collector, or probes/collect/health_metrics.h for the families
+// every probe shares.
 #pragma once
 
 #include <cstdint>
@@ -17,9 +20,19 @@ namespace kpath {
 using MetricFamilies = std::vector<prometheus::MetricFamily>;
 using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 
+enum class MetricType { kCounter, kGauge, kHistogram };
+
+// One metric family of the catalogue: what docs/metrics.md documents and /metrics serves.
+struct MetricSpec {
+  std::string_view name;
+  std::string_view help;
+  MetricType type;
+};
+
 class FamilyBuilder {
  public:
   FamilyBuilder(std::string name, std::string help, prometheus::MetricType type);
+  explicit FamilyBuilder(const MetricSpec& spec);
 
   // Adds one sample (gauge, counter or untyped value, by the family's type).
   FamilyBuilder& Add(const LabelPairs& labels, double value);

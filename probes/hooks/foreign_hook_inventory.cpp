@@ -12,6 +12,7 @@
 
 #include "fmt/format.h"
 #include "probes/collect/bpf_program_stats.h"
+#include "probes/hooks/hooks_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -423,20 +424,14 @@ void ForeignHookInventory::AccountCost() {
 }
 
 void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
-  Gauge("kpath_hidden_kprobes",
-        "Kprobes and kretprobes registered by anything but kpathd (kprobes/list, tracefs kprobe "
-        "events, BPF kprobes), de-duplicated.")
+  FamilyBuilder(hooks_metrics::kHiddenKprobes)
       .Add(static_cast<double>(inventory_.hidden_kprobes))
       .AppendTo(out);
-  Gauge("kpath_hidden_kprobes_disabled",
-        "Of kpath_hidden_kprobes, those registered but disarmed ([DISABLED] or [GONE]).")
+  FamilyBuilder(hooks_metrics::kHiddenKprobesDisabled)
       .Add(static_cast<double>(inventory_.hidden_kprobes_disabled))
       .AppendTo(out);
   if (kprobes_enabled_) {
-    Gauge("kpath_kprobes_enabled",
-          "The kernel's global kprobes switch (debugfs kprobes/enabled): 0 disarms every kprobe.")
-        .Add(*kprobes_enabled_ ? 1 : 0)
-        .AppendTo(out);
+    FamilyBuilder(hooks_metrics::kKprobesEnabled).Add(*kprobes_enabled_ ? 1 : 0).AppendTo(out);
   }
 
   std::map<std::pair<std::string, bool>, uint64_t> by_kind;
@@ -451,9 +446,7 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
     ++by_kind[{hook.kind, hook.hot}];
     ++info[{hook.kind, BoundedTarget(hook.target), hook.owner, hook.unit, hook.hot}];
   }
-  auto hooks = Gauge("kpath_foreign_hooks",
-                     "Kernel hooks not placed by kpathd, by kind; hot: on a configured hot "
-                     "function or tracepoint (hooks.hot_functions).");
+  FamilyBuilder hooks(hooks_metrics::kForeignHooks);
   for (const auto& [key, count] : by_kind) {
     hooks.Add({{"kind", key.first}, {"hot", key.second ? "true" : "false"}},
               static_cast<double>(count));
@@ -465,9 +458,7 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
   std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
     return std::get<4>(a.first) > std::get<4>(b.first);
   });
-  auto details = Gauge("kpath_foreign_hook_info",
-                       "Foreign kernel hooks by kind, target and owner (the process holding them, "
-                       "unknown if none): the number of such hooks, normally 1.");
+  FamilyBuilder details(hooks_metrics::kForeignHookInfo);
   uint64_t omitted = 0;
   size_t series = 0;
   for (const auto& [key, count] : ordered) {
@@ -485,18 +476,12 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
                 static_cast<double>(count));
   }
   details.AppendTo(out);
-  Gauge("kpath_foreign_hook_info_omitted",
-        "Foreign hooks left out of kpath_foreign_hook_info (hooks.max_info_series).")
+  FamilyBuilder(hooks_metrics::kForeignHookInfoOmitted)
       .Add(static_cast<double>(omitted))
       .AppendTo(out);
 
-  auto seconds = Counter("kpath_foreign_bpf_run_seconds_total",
-                         "CPU time spent in BPF programs not loaded by kpathd, from the kernel's "
-                         "run-time statistics; sampled=\"true\": estimated from duty-cycled "
-                         "statistics (hooks.bpf_stats: sampled).");
-  auto runs = Counter("kpath_foreign_bpf_runs_total",
-                      "Runs of BPF programs not loaded by kpathd (see "
-                      "kpath_foreign_bpf_run_seconds_total).");
+  FamilyBuilder seconds(hooks_metrics::kForeignBpfRunSecondsTotal);
+  FamilyBuilder runs(hooks_metrics::kForeignBpfRunsTotal);
   for (const auto& [labels, values] : cost_.series()) {
     LabelPairs pairs{{"owner", labels[0]}, {"program", labels[1]}, {"sampled", labels[2]}};
     seconds.Add(pairs, static_cast<double>(values[0]) / 1e9);
@@ -504,14 +489,9 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
   }
   seconds.AppendTo(out);
   runs.AppendTo(out);
-  Gauge("kpath_foreign_bpf_stats_coverage_ratio",
-        "Share of the time the kernel's BPF run-time statistics were on for the last figures: 1 "
-        "exact, below 1 sampled and scaled, 0 none.")
-      .Add(stats_fraction_)
-      .AppendTo(out);
+  FamilyBuilder(hooks_metrics::kForeignBpfStatsCoverageRatio).Add(stats_fraction_).AppendTo(out);
 
-  auto sources = Gauge("kpath_foreign_hook_source_available",
-                       "1 if the inventory could read this source on its last refresh.");
+  FamilyBuilder sources(hooks_metrics::kForeignHookSourceAvailable);
   for (std::string_view source : {kSourceKprobesList, kSourceKprobeEvents, kSourceUprobeEvents,
                                   kSourceDynamicEvents, kSourceEnabledFunctions, kSourceBpf}) {
     auto it = source_available_.find(std::string(source));
@@ -519,9 +499,7 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
                 it != source_available_.end() && it->second ? 1 : 0);
   }
   sources.AppendTo(out);
-  Gauge("kpath_foreign_hook_processes_scanned",
-        "Processes whose open files the last refresh scanned for BPF owners (0 when it reused "
-        "the previous scan: the BPF objects had not changed).")
+  FamilyBuilder(hooks_metrics::kForeignHookProcessesScanned)
       .Add(static_cast<double>(processes_scanned_))
       .AppendTo(out);
 }

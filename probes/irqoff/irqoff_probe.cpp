@@ -17,8 +17,10 @@
 #include "fmt/ranges.h"
 #include "irqoff.skel.h"
 #include "irqoff_kvm_steal.skel.h"
+#include "probes/collect/health_metrics.h"
 #include "probes/irqoff/culprit.h"
 #include "probes/irqoff/irqoff.h"
+#include "probes/irqoff/irqoff_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -683,53 +685,37 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
     counts.push_back(sum.buckets[b]);
   }
   counts.push_back(sum.buckets[IRQOFF_BUCKETS]);
-  Histogram("kpath_irqoff_seconds",
-            "Length of each IRQ-disabled region at or above the threshold (estimated to "
-            "+-period/2 by the timer methods).")
+  FamilyBuilder(irqoff_metrics::kSeconds)
       .AddHistogram({}, bounds, counts, static_cast<double>(sum.region_ns) / 1e9)
       .AppendTo(out);
-  Gauge("kpath_irqoff_max_seconds",
-        "Longest IRQ-disabled region since the previous sample (0 when none reached the "
-        "threshold).")
-      .Add(interval_max)
-      .AppendTo(out);
-  FamilyBuilder by_culprit =
-      Counter("kpath_irqoff_regions_total",
-              "IRQ-disabled regions at or above the threshold, by process and culprit (the kernel "
-              "function that held IRQs off; unknown when the stack does not show it).");
+  FamilyBuilder(irqoff_metrics::kMaxSeconds).Add(interval_max).AppendTo(out);
+  FamilyBuilder by_culprit(irqoff_metrics::kRegionsTotal);
   regions_.AppendTo(by_culprit, 0);
   by_culprit.AppendTo(out);
-  Counter("kpath_irqoff_ignored_late_ticks_total",
-          "Late timer ticks not counted as regions: the CPU was idle, or the hypervisor did not "
-          "run the vCPU (steal).")
+  FamilyBuilder(irqoff_metrics::kIgnoredLateTicksTotal)
       .Add({{"reason", "idle"}}, static_cast<double>(sum.late_idle))
       .Add({{"reason", "steal"}}, static_cast<double>(sum.late_steal))
       .AppendTo(out);
   if (method_ != IrqOffMethod::kPreemptIrq) {
-    Counter("kpath_irqoff_timer_ticks_total",
-            "Ticks of the detector's own per-CPU timer (its extra timer interrupts).")
+    FamilyBuilder(irqoff_metrics::kTimerTicksTotal)
         .Add(static_cast<double>(sum.ticks))
         .AppendTo(out);
   }
   if (method_ == IrqOffMethod::kNmi) {
-    Counter("kpath_irqoff_nmi_samples_total", "Hardware NMI samples taken by the detector.")
+    FamilyBuilder(irqoff_metrics::kNmiSamplesTotal)
         .Add(static_cast<double>(sum.nmis))
         .AppendTo(out);
   }
-  Gauge("kpath_irqoff_threshold_seconds", "Shortest IRQ-disabled region reported.")
+  FamilyBuilder(irqoff_metrics::kThresholdSeconds)
       .Add(absl::ToDoubleSeconds(options_.detector.threshold))
       .AppendTo(out);
-  Gauge("kpath_irqoff_resolution_seconds",
-        "How precisely a region's length is known (+-): half the timer period, 0 for exact "
-        "tracepoints.")
+  FamilyBuilder(irqoff_metrics::kResolutionSeconds)
       .Add({{"method", std::string(IrqOffMethodName(method_))}},
            method_ == IrqOffMethod::kPreemptIrq
                ? 0
                : absl::ToDoubleSeconds(options_.detector.period) / 2)
       .AppendTo(out);
-  Gauge("kpath_irqoff_detector_info",
-        "How IRQ-off regions are measured: method, steal-time correction, idle detection and "
-        "context-switch tracking; always 1.")
+  FamilyBuilder(irqoff_metrics::kDetectorInfo)
       .Add({{"method", std::string(IrqOffMethodName(method_))},
             {"steal_correction", steal_correction_ ? "kvm" : "none"},
             {"idle_detection", idle_hook_ ? "cpu_idle" : "idle_task"},
@@ -738,9 +724,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
                                                                           : "none"}},
            1)
       .AppendTo(out);
-  Counter("kpath_events_lost_total",
-          "Events not counted: here, IRQ-off regions whose details found the buffer to user "
-          "space full (they are still counted, as comm and culprit \"other\").")
+  FamilyBuilder(health_metrics::kEventsLostTotal)
       .Add({{"probe", std::string(kName)}, {"reason", "buffer_full"}},
            static_cast<double>(sum.events_lost))
       .AppendTo(out);

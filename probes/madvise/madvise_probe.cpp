@@ -15,7 +15,9 @@
 #include "fmt/ranges.h"
 #include "madvise.skel.h"
 #include "madvise_fentry.skel.h"
+#include "probes/collect/health_metrics.h"
 #include "probes/madvise/madvise.h"
+#include "probes/madvise/madvise_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -581,18 +583,13 @@ absl::Status MadviseProbe::Collect(MetricFamilies& out) {
     events_[e] = *n;
   }
 
-  FamilyBuilder calls = Counter("kpath_madvise_calls_total",
-                                "madvise and process_madvise calls by process (comm) and advice.");
+  FamilyBuilder calls(madvise_metrics::kMadviseCallsTotal);
   folded_.AppendTo(calls, 0);
   calls.AppendTo(out);
-  FamilyBuilder bytes = Counter(
-      "kpath_madvise_bytes_total",
-      "Bytes named by madvise calls (the length argument; process_madvise: its iovec lengths).");
+  FamilyBuilder bytes(madvise_metrics::kMadviseBytesTotal);
   folded_.AppendTo(bytes, 1);
   bytes.AppendTo(out);
-  Counter("kpath_events_lost_total",
-          "Events not (fully) counted, by probe and reason. madvise iovec_read_error: "
-          "process_madvise calls whose iovecs could not be read (call counted, bytes partial).")
+  FamilyBuilder(health_metrics::kEventsLostTotal)
       .Add({{"probe", std::string(kName)}, {"reason", "iovec_read_error"}},
            static_cast<double>(events_[MADVISE_EVENT_IOVEC_READ_ERROR]))
       .AppendTo(out);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "probes/madvise/madvise_metrics.h"
 #include "probes/madvise/tlb_flush.h"
 #include "tlb_flush.skel.h"
 
@@ -134,10 +135,7 @@ absl::Status TlbFlushProbe::Collect(MetricFamilies& out) {
   int ncpus = libbpf_num_possible_cpus();
   if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
   std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
-  FamilyBuilder flushes =
-      Counter("kpath_tlb_flushes_total",
-              "TLB flushes by reason (x86 tlb:tlb_flush tracepoint) since kpathd attached. "
-              "remote_shootdown: flushes another CPU asked for by IPI.");
+  FamilyBuilder flushes(madvise_metrics::kTlbFlushesTotal);
   for (uint32_t slot = 0; slot < TLB_FLUSH_SLOTS; ++slot) {
     if (bpf_map_lookup_elem(flushes_fd_, &slot, per_cpu.data()) != 0) {
       return LibbpfError("read tlb_flushes map", errno);

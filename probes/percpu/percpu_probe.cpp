@@ -13,9 +13,11 @@
 
 #include "fmt/format.h"
 #include "percpu.skel.h"
+#include "probes/collect/health_metrics.h"
 #include "probes/collect/human_units.h"
 #include "probes/collect/label_values.h"
 #include "probes/percpu/percpu.h"
+#include "probes/percpu/percpu_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -527,13 +529,10 @@ absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
     events_[e] = sum;
   }
 
-  auto allocs = Counter("kpath_percpu_allocs_total",
-                        "Percpu allocations since kpathd attached, by process and kernel caller.");
+  FamilyBuilder allocs(percpu_metrics::kAllocsTotal);
   allocs_.AppendTo(allocs, 0);
   allocs.AppendTo(out);
-  auto bytes = Counter("kpath_percpu_alloc_bytes_total",
-                       "Bytes of percpu memory allocated (summed over all CPUs) since kpathd "
-                       "attached, by process and kernel caller.");
+  FamilyBuilder bytes(percpu_metrics::kAllocBytesTotal);
   allocs_.AppendTo(bytes, 1);
   bytes.AppendTo(out);
 
@@ -542,8 +541,7 @@ absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
     std::vector<std::pair<int64_t, std::string>> ranked;
     for (const auto& [caller, held] : outstanding_) ranked.emplace_back(held, caller);
     std::sort(ranked.begin(), ranked.end(), std::greater<>());
-    auto outstanding = Gauge("kpath_percpu_outstanding_bytes",
-                             "Percpu bytes kpathd saw allocated and not yet freed, by caller.");
+    FamilyBuilder outstanding(percpu_metrics::kOutstandingBytes);
     int64_t other = 0;
     size_t limit = static_cast<size_t>(std::max(options_.labels.caller, 1));
     for (size_t i = 0; i < ranked.size(); ++i) {
@@ -559,14 +557,11 @@ absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
     outstanding.AppendTo(out);
   }
 
-  Counter("kpath_events_lost_total",
-          "Events not counted: here, percpu allocations not tracked to their free because the "
-          "tracking map was full (probes.percpu_alloc max_tracked_allocations).")
+  FamilyBuilder(health_metrics::kEventsLostTotal)
       .Add({{"probe", std::string(kName)}, {"reason", "tracking_map_full"}},
            static_cast<double>(events_[PERCPU_EVENT_LIVE_MAP_FULL]))
       .AppendTo(out);
-  Counter("kpath_percpu_untracked_frees_total",
-          "Percpu frees of memory kpathd did not see allocated (allocated before it started).")
+  FamilyBuilder(percpu_metrics::kUntrackedFreesTotal)
       .Add(static_cast<double>(events_[PERCPU_EVENT_UNTRACKED_FREE]))
       .AppendTo(out);
   return absl::OkStatus();

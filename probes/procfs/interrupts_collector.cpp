@@ -5,6 +5,7 @@
 #include "fmt/format.h"
 #include "probes/collect/metric_families.h"
 #include "probes/procfs/interrupts.h"
+#include "probes/procfs/procfs_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -31,8 +32,7 @@ absl::Status InterruptsCollector::Collect(MetricFamilies& out) {
     }
     return absl::OkStatus();
   }
-  Counter("kpath_tlb_shootdowns_total",
-          "TLB shootdown interrupts received, all CPUs (the TLB row of /proc/interrupts).")
+  FamilyBuilder(procfs_metrics::kTlbShootdownsTotal)
       .Add(static_cast<double>(*shootdowns))
       .AppendTo(out);
   return absl::OkStatus();

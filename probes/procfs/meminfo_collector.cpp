@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "probes/collect/metric_families.h"
 #include "probes/procfs/meminfo.h"
+#include "probes/procfs/procfs_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -33,7 +34,7 @@ absl::Status MeminfoCollector::Collect(MetricFamilies& out) {
                         absl::StrCat(path.string(), ": ", meminfo.status().message()));
   }
 
-  FamilyBuilder fields = Gauge("kpath_meminfo_bytes", "Fields of /proc/meminfo in bytes");
+  FamilyBuilder fields(procfs_metrics::kMeminfoBytes);
   for (const MeminfoField& f : meminfo->fields()) {
     // Unit-less fields (HugePages_Total, ...) are counts, not bytes.
     if (f.unit == MeminfoUnit::kBytes)
@@ -56,13 +57,9 @@ absl::Status MeminfoCollector::Collect(MetricFamilies& out) {
   percpu_bytes_ = *percpu;
   percpu_bytes_per_second_ = percpu_growth_.PerSecond();
 
-  Gauge("kpath_percpu_bytes",
-        "Memory backing percpu allocations, in bytes (Percpu in /proc/meminfo)")
-      .Add(static_cast<double>(*percpu))
-      .AppendTo(out);
+  FamilyBuilder(procfs_metrics::kPercpuBytes).Add(static_cast<double>(*percpu)).AppendTo(out);
   if (percpu_bytes_per_second_) {
-    Gauge("kpath_percpu_growth_bytes_per_second",
-          "Least-squares slope of kpath_percpu_bytes over the growth window, in bytes per second")
+    FamilyBuilder(procfs_metrics::kPercpuGrowthBytesPerSecond)
         .Add(*percpu_bytes_per_second_)
         .AppendTo(out);
   }

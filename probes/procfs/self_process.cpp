@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "probes/collect/metric_families.h"
 #include "probes/kernel/host_paths.h"
+#include "probes/procfs/procfs_metrics.h"
 #include "probes/procfs/stat.h"
 
 namespace kpath {
@@ -107,22 +108,20 @@ absl::Status SelfProcessCollector::Collect(MetricFamilies& out) {
       }
     }
   }
-  Counter("process_cpu_seconds_total",
-          "CPU time kpathd used, user and system (its BPF programs run in the traced tasks and "
-          "are counted in kpath_bpf_program_run_seconds_total instead).")
+  FamilyBuilder(procfs_metrics::kProcessCpuSecondsTotal)
       .Add(static_cast<double>(stat->utime_ticks + stat->stime_ticks) / ticks_per_second_)
       .AppendTo(out);
-  Gauge("process_resident_memory_bytes", "kpathd's resident memory.")
+  FamilyBuilder(procfs_metrics::kProcessResidentMemoryBytes)
       .Add(static_cast<double>(stat->rss_pages) * page_size_)
       .AppendTo(out);
-  Gauge("process_virtual_memory_bytes", "kpathd's virtual memory size.")
+  FamilyBuilder(procfs_metrics::kProcessVirtualMemoryBytes)
       .Add(static_cast<double>(stat->vsize_bytes))
       .AppendTo(out);
-  Gauge("process_threads", "kpathd's threads.")
+  FamilyBuilder(procfs_metrics::kProcessThreads)
       .Add(static_cast<double>(stat->num_threads))
       .AppendTo(out);
   if (boot_time_) {
-    Gauge("process_start_time_seconds", "When kpathd started, in seconds since the epoch.")
+    FamilyBuilder(procfs_metrics::kProcessStartTimeSeconds)
         .Add(static_cast<double>(*boot_time_) +
              static_cast<double>(stat->start_time_ticks) / ticks_per_second_)
         .AppendTo(out);
@@ -134,18 +133,12 @@ absl::Status SelfProcessCollector::Collect(MetricFamilies& out) {
     ++fds;
   }
   if (!ec) {
-    Gauge("process_open_fds",
-          "File descriptors kpathd holds open (BPF maps, programs and "
-          "links, perf events, sockets, files).")
-        .Add(static_cast<double>(fds))
-        .AppendTo(out);
+    FamilyBuilder(procfs_metrics::kProcessOpenFds).Add(static_cast<double>(fds)).AppendTo(out);
   }
   if (absl::StatusOr<std::string> limits = ReadFileToString(self_ / "limits", 1 << 16);
       limits.ok()) {
     if (std::optional<uint64_t> max = ParseMaxOpenFiles(*limits)) {
-      Gauge("process_max_fds", "kpathd's limit on open file descriptors (soft RLIMIT_NOFILE).")
-          .Add(static_cast<double>(*max))
-          .AppendTo(out);
+      FamilyBuilder(procfs_metrics::kProcessMaxFds).Add(static_cast<double>(*max)).AppendTo(out);
     }
   }
   return absl::OkStatus();

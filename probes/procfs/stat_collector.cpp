@@ -5,6 +5,7 @@
 
 #include "fmt/format.h"
 #include "probes/collect/metric_families.h"
+#include "probes/procfs/procfs_metrics.h"
 #include "probes/procfs/stat.h"
 
 namespace kpath {
@@ -19,10 +20,7 @@ absl::Status StatCollector::Collect(MetricFamilies& out) {
     return absl::Status(stat.status().code(),
                         fmt::format("{}: {}", path.string(), std::string(stat.status().message())));
   }
-  FamilyBuilder seconds = Counter(
-      "kpath_cpu_seconds_total",
-      "CPU time of all CPUs by mode, from /proc/stat. guest and guest_nice are also counted in "
-      "user and nice.");
+  FamilyBuilder seconds(procfs_metrics::kCpuSecondsTotal);
   for (size_t m = 0; m < stat->total.modes; ++m) {
     seconds.Add({{"mode", std::string(kCpuModes[m])}},
                 static_cast<double>(stat->total.ticks[m]) / static_cast<double>(ticks_per_second_));

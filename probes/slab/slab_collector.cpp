@@ -11,6 +11,7 @@
 
 #include "fmt/format.h"
 #include "probes/slab/slab_files.h"
+#include "probes/slab/slab_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -278,10 +279,8 @@ absl::Status SlabCollector::Collect(MetricFamilies& out) {
   if (last_error_) return *last_error_;
   if (!last_) return absl::UnavailableError("slab caches not read yet");
 
-  FamilyBuilder objects =
-      Gauge("kpath_slab_objects",
-            "Object slots in a slab cache's slabs (configured caches plus the largest others).");
-  FamilyBuilder bytes = Gauge("kpath_slab_bytes", "Memory held by a slab cache's slabs.");
+  FamilyBuilder objects(slab_metrics::kSlabObjects);
+  FamilyBuilder bytes(slab_metrics::kSlabBytes);
   for (const auto* group : {&last_->listed, &last_->top}) {
     for (const SlabCacheSize& cache : *group) {
       objects.Add({{"cache", cache.name}}, static_cast<double>(cache.objects));
@@ -290,14 +289,10 @@ absl::Status SlabCollector::Collect(MetricFamilies& out) {
   }
   objects.AppendTo(out);
   bytes.AppendTo(out);
-  Gauge("kpath_slab_read_duration_seconds",
-        "How long kpathd's last reading of the slab caches took, by source (sysfs: O(1) "
-        "counters; slabinfo: /proc/slabinfo, which walks partial slabs with IRQs off).")
+  FamilyBuilder(slab_metrics::kSlabReadDurationSeconds)
       .Add({{"source", std::string(SlabSourceName(last_source_))}}, last_read_seconds_)
       .AppendTo(out);
-  Gauge("kpath_slab_read_interval_seconds",
-        "Time between readings of the slab caches now: slab.interval, multiplied while reads "
-        "are slower than slab.max_read_time.")
+  FamilyBuilder(slab_metrics::kSlabReadIntervalSeconds)
       .Add(absl::ToDoubleSeconds(config_.interval * backoff_))
       .AppendTo(out);
   return absl::OkStatus();

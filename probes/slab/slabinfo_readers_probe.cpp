@@ -12,7 +12,9 @@
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "probes/collect/health_metrics.h"
 #include "probes/collect/label_values.h"
+#include "probes/slab/slab_metrics.h"
 #include "probes/slab/slabinfo_readers.h"
 #include "slabinfo_readers.skel.h"
 
@@ -222,10 +224,7 @@ absl::Status SlabinfoReadersProbe::Collect(MetricFamilies& out) {
     if (ranked.size() > 3) parts.push_back(fmt::format("{} more", ranked.size() - 3));
     status_ = fmt::format("/proc/slabinfo opened by {}", fmt::join(parts, ", "));
   }
-  FamilyBuilder reads = Counter(
-      "kpath_slabinfo_reads_total",
-      "Opens of /proc/slabinfo by other processes: each makes the kernel walk every slab cache's "
-      "partial slabs with IRQs off (seed 001).");
+  FamilyBuilder reads(slab_metrics::kSlabinfoReadsTotal);
   readers_.AppendTo(reads, 0);
   reads.AppendTo(out);
 
@@ -238,9 +237,7 @@ absl::Status SlabinfoReadersProbe::Collect(MetricFamilies& out) {
   }
   __u64 unreadable = 0;
   for (__u64 v : per_cpu) unreadable += v;
-  Counter("kpath_events_lost_total",
-          "Events not counted: here, opens whose path the syscall tracepoint could not read (a "
-          "page the process had not touched yet); some may have been of /proc/slabinfo.")
+  FamilyBuilder(health_metrics::kEventsLostTotal)
       .Add({{"probe", std::string(kName)}, {"reason", "path_unreadable"}},
            static_cast<double>(unreadable))
       .AppendTo(out);

@@ -1,0 +1,53 @@
+// The irqoff probe's metric families (seeds 001, 004; docs/metrics.md).
+#pragma once
+
+#include "probes/collect/metric_families.h"
+
+namespace kpath::irqoff_metrics {
+
+inline constexpr MetricSpec kSeconds{
+    "kpath_irqoff_seconds",
+    "Length of each IRQ-disabled region at or above the threshold (estimated to +-period/2 by the "
+    "timer methods).",
+    MetricType::kHistogram};
+inline constexpr MetricSpec kMaxSeconds{
+    "kpath_irqoff_max_seconds",
+    "Longest IRQ-disabled region since the previous sample (0 when none reached the threshold).",
+    MetricType::kGauge};
+inline constexpr MetricSpec kRegionsTotal{
+    "kpath_irqoff_regions_total",
+    "IRQ-disabled regions at or above the threshold, by process and culprit (the kernel function "
+    "that held IRQs off; unknown when the stack does not show it).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kIgnoredLateTicksTotal{
+    "kpath_irqoff_ignored_late_ticks_total",
+    "Late timer ticks not counted as regions: the CPU was idle, or the hypervisor did not run the "
+    "vCPU (steal).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kTimerTicksTotal{
+    "kpath_irqoff_timer_ticks_total",
+    "Ticks of the detector's own per-CPU timer (its extra timer interrupts).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kNmiSamplesTotal{"kpath_irqoff_nmi_samples_total",
+                                             "Hardware NMI samples taken by the detector.",
+                                             MetricType::kCounter};
+inline constexpr MetricSpec kThresholdSeconds{
+    "kpath_irqoff_threshold_seconds", "Shortest IRQ-disabled region reported.", MetricType::kGauge};
+inline constexpr MetricSpec kResolutionSeconds{
+    "kpath_irqoff_resolution_seconds",
+    "How precisely a region's length is known (+-): half the timer period, 0 for exact "
+    "tracepoints.",
+    MetricType::kGauge};
+inline constexpr MetricSpec kDetectorInfo{
+    "kpath_irqoff_detector_info",
+    "How IRQ-off regions are measured: method, steal-time correction, idle detection and "
+    "context-switch tracking; always 1.",
+    MetricType::kGauge};
+
+// Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
+inline constexpr MetricSpec kAll[] = {
+    kSeconds,         kMaxSeconds,      kRegionsTotal,     kIgnoredLateTicksTotal,
+    kTimerTicksTotal, kNmiSamplesTotal, kThresholdSeconds, kResolutionSeconds,
+    kDetectorInfo};
+
+}  // namespace kpath::irqoff_metrics
