@@ -3,7 +3,8 @@
 // fix from the runbook. The exit status says whether anything was found.
 //
 // The analysis is a pure function of two collections (at the start and at the end of the watch)
-// and the peaks seen in between, so it is unit-tested on synthetic metric families.
+// and the peaks seen in between, so it is unit-tested on synthetic metric families. The rules (one
+// a pathology), the report and the watch itself are in daemon/diagnose/.
 #pragma once
 
 #include <map>

@@ -1,0 +1,102 @@
+// `kpathd diagnose` on the host: start the collectors, watch for the given time (or until
+// SIGINT/SIGTERM) with a progress line on a terminal, then print the report.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "daemon/collector_set.h"
+#include "daemon/daemon.h"
+#include "daemon/diagnose/rule.h"
+#include "probes/cgroups/cgroups_metrics.h"
+#include "probes/irqoff/irqoff_metrics.h"
+#include "probes/procfs/procfs_metrics.h"
+#include "spdlog/spdlog.h"
+
+namespace kpath {
+
+using diagnose::Bytes;
+using diagnose::Samples;
+using diagnose::SumBy;
+using diagnose::Total;
+
+int RunDiagnose(const CliOptions& cli, Config config) {
+  // The report is the output; probe attachment lines are for --log-level info.
+  if (!cli.log_level) (void)ConfigureLogging("warn");
+  if (geteuid() != 0) {
+    std::fprintf(stderr,
+                 "kpathd diagnose: not running as root: BPF probes will not attach and most "
+                 "pathologies cannot be checked.\n");
+  }
+  using Clock = std::chrono::steady_clock;
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  Daemon daemon(cli, config);
+  std::unique_ptr<CollectorSet> collectors = daemon.BuildCollectors();
+  collectors->StartAll();
+
+  Observation o;
+  o.cpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const Clock::time_point start = Clock::now();
+  o.first = collectors->CollectAll();
+  auto irqoff_max = [](const MetricFamilies& families) {
+    return Samples(families).Value(irqoff_metrics::kMaxSeconds).value_or(0);
+  };
+  o.irqoff_max_seconds = irqoff_max(o.first);
+  const Samples first(o.first);
+  const double first_percpu = first.Value(procfs_metrics::kPercpuBytes).value_or(0);
+  const double first_mkdirs = Total(SumBy(first, cgroups_metrics::kCgroupMkdirTotal, {}));
+
+  const auto duration =
+      std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(cli.diagnose_duration));
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  MetricFamilies latest = o.first;
+  for (;;) {
+    Clock::duration left = duration - (Clock::now() - start);
+    if (left <= Clock::duration::zero()) break;
+    Clock::duration step = std::min<Clock::duration>(left, std::chrono::seconds(1));
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(step).count());
+    ts.tv_nsec = static_cast<long>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(step % std::chrono::seconds(1))
+            .count());
+    int sig = sigtimedwait(&stop, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) {
+      o.interrupted = true;
+    }
+    latest = collectors->CollectAll();
+    o.irqoff_max_seconds = std::max(o.irqoff_max_seconds, irqoff_max(latest));
+    if (o.interrupted) break;
+    if (tty) {
+      Samples now(latest);
+      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      double percpu = now.Value(procfs_metrics::kPercpuBytes).value_or(0) - first_percpu;
+      double mkdirs = Total(SumBy(now, cgroups_metrics::kCgroupMkdirTotal, {})) - first_mkdirs;
+      std::fprintf(stderr,
+                   "\r\033[Kkpathd diagnose: %.0f of %.0f s, %d/%d probes attached; "
+                   "Percpu %s%s, %.0f cgroups created (Ctrl-C: report now)",
+                   elapsed, absl::ToDoubleSeconds(cli.diagnose_duration),
+                   collectors->ProbesAttached(), collectors->ProbesTotal(), percpu >= 0 ? "+" : "",
+                   Bytes(percpu).c_str(), mkdirs);
+      std::fflush(stderr);
+    }
+  }
+  if (tty) std::fputs("\r\033[K", stderr);
+  o.last = std::move(latest);
+  o.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  collectors->StopAll();
+  collectors.reset();
+
+  Diagnosis d = Diagnose(o);
+  d.kernel_release = BuildInfo::Current().kernel_release;
+  std::string report = cli.diagnose_json ? RenderJson(d) : RenderText(d);
+  std::fwrite(report.data(), 1, report.size(), stdout);
+  std::fflush(stdout);
+  return d.AnythingFound() ? 1 : 0;
+}
+
+}  // namespace kpath
