@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "support/expected_mechanisms.h"
+#include "support/exposition.h"
 #include "support/kpathd_process.h"
 
 using namespace std::chrono_literals;
@@ -29,46 +30,6 @@ using namespace kpath::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// One sample of the exposition: its labels and value.
-struct Sample {
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-
-// Every sample of `name` (label values here never contain quotes or commas).
-std::vector<Sample> Samples(const std::string& exposition, const std::string& name) {
-  std::vector<Sample> out;
-  std::istringstream in(exposition);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
-    Sample s;
-    size_t close = line.find('}');
-    if (line[name.size()] == '{' && close != std::string::npos) {
-      std::string body = line.substr(name.size() + 1, close - name.size() - 1);
-      size_t pos = 0;
-      while (pos < body.size()) {
-        size_t eq = body.find("=\"", pos);
-        size_t end = body.find('"', eq + 2);
-        if (eq == std::string::npos || end == std::string::npos) break;
-        s.labels[body.substr(pos, eq - pos)] = body.substr(eq + 2, end - eq - 2);
-        pos = end + 2;  // past `",`
-      }
-    }
-    s.value = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-double Sum(const std::vector<Sample>& samples, const std::string& label, const std::string& value) {
-  double sum = 0;
-  for (const Sample& s : samples) {
-    auto it = s.labels.find(label);
-    if (label.empty() || (it != s.labels.end() && it->second == value)) sum += s.value;
-  }
-  return sum;
-}
 
 // A slice-like parent cgroup for the test's churn, removed with everything below it at the end
 // (also when a REQUIRE fails). A leftover of a crashed run is removed first.
@@ -256,8 +217,8 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
   for (const Sample& s : mkdirs)
     if (s.labels.at("comm") == comm) units.insert(s.labels.at("unit"));
   CHECK(units == std::set<std::string>{kService, "run-*.scope", "session-*.scope"});
-  CHECK(Sum(mkdirs, "comm", comm) == kServiceRuns + 2 * kTransient);
-  CHECK(Sum(rmdirs, "comm", comm) == kServiceRuns + 2 * kTransient);
+  CHECK(Sum(mkdirs, {{"comm", comm}}) == kServiceRuns + 2 * kTransient);
+  CHECK(Sum(rmdirs, {{"comm", comm}}) == kServiceRuns + 2 * kTransient);
   CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
 }
 
@@ -398,11 +359,11 @@ TEST_CASE("a storm of thousands of process names stays within the series budget,
     });
     REQUIRE(failed == 0);
     WaitForScrape(kpathd, [&](const std::string& b) {
-      return Sum(Samples(b, "kpath_cgroup_rmdir_total"), "unit", unit) >= first + kBatch;
+      return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"unit", unit}}) >= first + kBatch;
     });
   }
   std::string body = WaitForScrape(kpathd, [&](const std::string& b) {
-    return Sum(Samples(b, "kpath_cgroup_rmdir_total"), "unit", unit) >= kNames;
+    return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"unit", unit}}) >= kNames;
   });
   auto mkdirs = Samples(body, "kpath_cgroup_mkdir_total");
   auto rmdirs = Samples(body, "kpath_cgroup_rmdir_total");
@@ -412,9 +373,9 @@ TEST_CASE("a storm of thousands of process names stays within the series budget,
   std::set<std::string> comms;
   for (const Sample& s : mkdirs) comms.insert(s.labels.at("comm"));
   CHECK(comms.count("other") == 1);
-  CHECK(Sum(mkdirs, "comm", "other") >= kNames - (kCommLimit + 1) * (kUnitLimit + 1));
-  CHECK(Sum(mkdirs, "unit", unit) == kNames);
-  CHECK(Sum(rmdirs, "unit", unit) == kNames);
+  CHECK(Sum(mkdirs, {{"comm", "other"}}) >= kNames - (kCommLimit + 1) * (kUnitLimit + 1));
+  CHECK(Sum(mkdirs, {{"unit", unit}}) == kNames);
+  CHECK(Sum(rmdirs, {{"unit", unit}}) == kNames);
   CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
 }
 

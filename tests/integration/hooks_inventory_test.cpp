@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "support/expected_mechanisms.h"
+#include "support/exposition.h"
 #include "support/hook_agent.h"
 #include "support/kpathd_process.h"
 
@@ -73,58 +74,12 @@ class UprobeEvent {
   bool defined_ = false;
 };
 
-struct Sample {
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-
-// Every sample of `name` in an exposition.
-std::vector<Sample> Samples(const std::string& exposition, const std::string& name) {
-  std::vector<Sample> samples;
-  std::istringstream in(exposition);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + "{", 0) != 0 && line.rfind(name + " ", 0) != 0) continue;
-    Sample sample;
-    size_t i = name.size();
-    if (line[i] == '{') {
-      ++i;
-      while (i < line.size() && line[i] != '}') {
-        size_t eq = line.find('=', i);
-        std::string key = line.substr(i, eq - i);
-        std::string value;
-        for (i = eq + 2; i < line.size() && line[i] != '"'; ++i) {
-          if (line[i] == '\\' && i + 1 < line.size()) ++i;
-          value += line[i];
-        }
-        sample.labels[key] = value;
-        i += 1;
-        if (i < line.size() && line[i] == ',') ++i;
-      }
-      ++i;
-    }
-    sample.value = std::stod(line.substr(i));
-    samples.push_back(std::move(sample));
-  }
-  return samples;
-}
-
 std::vector<Sample> HooksOwnedBy(const std::string& exposition, const std::string& owner) {
   std::vector<Sample> hooks;
   for (Sample& s : Samples(exposition, "kpath_foreign_hook_info")) {
     if (s.labels["owner"] == owner) hooks.push_back(std::move(s));
   }
   return hooks;
-}
-
-double Sum(const std::string& exposition, const std::string& name,
-           const std::map<std::string, std::string>& labels) {
-  double sum = 0;
-  for (Sample& s : Samples(exposition, name)) {
-    bool match = true;
-    for (const auto& [k, v] : labels) match = match && s.labels[k] == v;
-    if (match) sum += s.value;
-  }
-  return sum;
 }
 
 std::string DebugfsMounts() {

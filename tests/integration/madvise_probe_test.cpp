@@ -25,6 +25,7 @@
 #include "probes/kernel/kernel_features.h"
 #include "probes/madvise/madvise_probe.h"
 #include "support/expected_mechanisms.h"
+#include "support/exposition.h"
 #include "support/kpathd_process.h"
 
 using namespace std::chrono_literals;
@@ -33,54 +34,6 @@ using namespace kpath::testing;
 namespace {
 
 constexpr size_t kPage = 4096;
-
-// ---- reading the exposition ------------------------------------------------------------------
-
-struct Sample {
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-
-// Every sample of `name` (text format; label values here never hold escaped quotes).
-std::vector<Sample> Samples(const std::string& exposition, const std::string& name) {
-  std::vector<Sample> out;
-  std::istringstream in(exposition);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name, 0) != 0) continue;
-    size_t at = name.size();
-    if (at >= line.size() || (line[at] != '{' && line[at] != ' ')) continue;
-    Sample s;
-    if (line[at] == '{') {
-      size_t close = line.find('}', at);
-      if (close == std::string::npos) continue;
-      std::string labels = line.substr(at + 1, close - at - 1);
-      size_t pos = 0;
-      while (pos < labels.size()) {
-        size_t eq = labels.find("=\"", pos);
-        size_t end = labels.find('"', eq + 2);
-        if (eq == std::string::npos || end == std::string::npos) break;
-        s.labels[labels.substr(pos, eq - pos)] = labels.substr(eq + 2, end - eq - 2);
-        pos = end + 2;  // past `",`
-      }
-      at = close + 1;
-    }
-    s.value = std::stod(line.substr(at + 1));
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-// The sum of every sample of `name` whose labels include `match`.
-double Sum(const std::string& exposition, const std::string& name,
-           const std::map<std::string, std::string>& match = {}) {
-  double sum = 0;
-  for (const Sample& s : Samples(exposition, name)) {
-    bool ok = true;
-    for (const auto& [k, v] : match) ok = ok && s.labels.count(k) && s.labels.at(k) == v;
-    if (ok) sum += s.value;
-  }
-  return sum;
-}
 
 // Scrapes until `name{match}` (summed) reaches `want` or the timeout passes; the last scrape.
 std::string ScrapeUntil(KpathdProcess& kpathd, const std::string& name,
