@@ -83,22 +83,6 @@ int ChurnNamed(const fs::path& parent, int first, int count,
   return std::min(failed, 100);
 }
 
-// Polls /metrics until `done` holds for a scrape; returns the last scrape.
-std::string WaitForScrape(KpathdProcess& kpathd,
-                          const std::function<bool(const std::string&)>& done,
-                          std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string last;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto body = kpathd.Scrape()) {
-      last = *body;
-      if (done(last)) break;
-    }
-    std::this_thread::sleep_for(100ms);
-  }
-  return last;
-}
-
 double MkdirsOf(const std::string& body, const std::string& comm, const std::string& unit) {
   return MetricValue(body, "kpath_cgroup_mkdir_total", {{"comm", comm}, {"unit", unit}})
       .value_or(-1);
@@ -189,7 +173,7 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
       return f;
     });
   });
-  std::string during = WaitForScrape(kpathd, [&](const std::string& body) {
+  std::string during = ScrapeUntil(kpathd, [&](const std::string& body) {
     return MetricValue(body, "kpath_cgroup_churn_per_second").value_or(0) > 0 &&
            MkdirsOf(body, comm, kService) > 0;
   });
@@ -200,7 +184,7 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
   CHECK(churn_rate > 0);
   CHECK(seen_during < kServiceRuns);  // the rate was read while the churn ran
 
-  std::string body = WaitForScrape(kpathd, [&](const std::string& b) {
+  std::string body = ScrapeUntil(kpathd, [&](const std::string& b) {
     return MkdirsOf(b, comm, "session-*.scope") >= kTransient;
   });
   auto mkdirs = Samples(body, "kpath_cgroup_mkdir_total");
@@ -306,7 +290,7 @@ TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts
       CHECK(RunAs(comm, [&] {
               return ChurnNamed(slice.path(), 0, kRuns, [](int) { return std::string(kService); });
             }) == 0);
-      std::string after = WaitForScrape(kpathd, [&](const std::string& b) {
+      std::string after = ScrapeUntil(kpathd, [&](const std::string& b) {
         return MetricValue(b, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kService}})
                    .value_or(0) >= kRuns;
       });
@@ -321,7 +305,7 @@ TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts
       CHECK(RunAs(comm, [&] {
               return ChurnNamed(deep, 0, kRuns, [](int) { return std::string(kDeepUnit); });
             }) == 0);
-      std::string deeper = WaitForScrape(kpathd, [&](const std::string& b) {
+      std::string deeper = ScrapeUntil(kpathd, [&](const std::string& b) {
         return MetricValue(b, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kDeepUnit}})
                    .value_or(0) >= kRuns;
       });
@@ -358,11 +342,11 @@ TEST_CASE("a storm of thousands of process names stays within the series budget,
       return f;
     });
     REQUIRE(failed == 0);
-    WaitForScrape(kpathd, [&](const std::string& b) {
+    ScrapeUntil(kpathd, [&](const std::string& b) {
       return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"unit", unit}}) >= first + kBatch;
     });
   }
-  std::string body = WaitForScrape(kpathd, [&](const std::string& b) {
+  std::string body = ScrapeUntil(kpathd, [&](const std::string& b) {
     return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"unit", unit}}) >= kNames;
   });
   auto mkdirs = Samples(body, "kpath_cgroup_mkdir_total");

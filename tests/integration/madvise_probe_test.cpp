@@ -39,16 +39,8 @@ constexpr size_t kPage = 4096;
 std::string ScrapeUntil(KpathdProcess& kpathd, const std::string& name,
                         const std::map<std::string, std::string>& match, double want,
                         std::chrono::milliseconds timeout = 10s) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::string body;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto b = kpathd.Scrape()) {
-      body = *b;
-      if (Sum(body, name, match) >= want) break;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
-  return body;
+  return ScrapeUntil(
+      kpathd, [&](const std::string& body) { return Sum(body, name, match) >= want; }, timeout);
 }
 
 // ---- workloads -------------------------------------------------------------------------------

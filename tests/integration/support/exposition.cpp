@@ -1,6 +1,7 @@
 #include "support/exposition.h"
 
 #include <sstream>
+#include <thread>
 
 namespace kpath::testing {
 
@@ -46,6 +47,20 @@ double Sum(const std::vector<Sample>& samples, const std::map<std::string, std::
 double Sum(const std::string& exposition, const std::string& name,
            const std::map<std::string, std::string>& match) {
   return Sum(Samples(exposition, name), match);
+}
+
+std::string ScrapeUntil(KpathdProcess& kpathd, const std::function<bool(const std::string&)>& done,
+                        std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto body = kpathd.Scrape()) {
+      last = *body;
+      if (done(last)) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return last;
 }
 
 }  // namespace kpath::testing

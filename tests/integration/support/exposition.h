@@ -1,10 +1,14 @@
 // Reading kpathd's /metrics in the tests (the Prometheus text format): the samples of one
-// family, label values unescaped, and sums over them.
+// family, label values unescaped, sums over them, and scraping until a condition holds.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "support/kpathd_process.h"
 
 namespace kpath::testing {
 
@@ -20,5 +24,9 @@ double Sum(const std::vector<Sample>& samples,
            const std::map<std::string, std::string>& match = {});
 double Sum(const std::string& exposition, const std::string& name,
            const std::map<std::string, std::string>& match = {});
+
+// Scrapes /metrics until `done` holds for a scrape or `timeout` passes; returns the last scrape.
+std::string ScrapeUntil(KpathdProcess& kpathd, const std::function<bool(const std::string&)>& done,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace kpath::testing
