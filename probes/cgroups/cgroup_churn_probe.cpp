@@ -1,8 +1,5 @@
 #include "probes/cgroups/cgroup_churn_probe.h"
 
-#include "probes/cgroups/cgroups_metrics.h"
-#include "probes/collect/label_values.h"
-
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -14,7 +11,10 @@
 #include "cgroup_churn.skel.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn.h"
+#include "probes/cgroups/cgroups_metrics.h"
 #include "probes/cgroups/systemd_unit.h"
+#include "probes/collect/bpf_maps.h"
+#include "probes/collect/label_values.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -65,7 +65,7 @@ std::string CgroupChurnStatus(std::optional<double> per_second, std::string_view
 }
 
 CgroupChurnProbe::CgroupChurnProbe(KernelFeatures& kernel, CgroupChurnOptions options, Clock clock)
-    : kernel_(kernel),
+    : BpfProbe(kName, kernel, options.allowed),
       options_(std::move(options)),
       clock_(std::move(clock)),
       churn_({"comm", "unit"},
@@ -93,12 +93,12 @@ std::vector<AttachPlan> CgroupChurnProbe::Plans() const {
   };
 }
 
-absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
-      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
       for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
-        std::optional<int> args = kernel.BtfTracepointArgs(event);
+        std::optional<int> args = kernel_.BtfTracepointArgs(event);
         if (!args) {
           return absl::NotFoundError(fmt::format("tracepoint not in BTF (btf_trace_{})", event));
         }
@@ -110,10 +110,10 @@ absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan, KernelFeatures&
       return absl::OkStatus();
     case Mechanism::kRawTp:
       for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
-        if (!kernel.TracepointExists(kCategory, event))
+        if (!kernel_.TracepointExists(kCategory, event))
           return absl::NotFoundError(fmt::format("kernel has no tracepoint {}", event));
         // Without BTF the arity is unknown; attaching fails if the path argument is missing.
-        if (std::optional<int> args = kernel.BtfTracepointArgs(event); args && *args < 2) {
+        if (std::optional<int> args = kernel_.BtfTracepointArgs(event); args && *args < 2) {
           return absl::UnavailableError(
               fmt::format("{} has no path argument (kernel before 4.19)", event));
         }
@@ -121,7 +121,7 @@ absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan, KernelFeatures&
       return absl::OkStatus();
     case Mechanism::kTracepoint:
       for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
-        absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, event);
+        absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, event);
         if (!format.ok()) return format.status();
         if (!format->Find("path"))
           return absl::NotFoundError(fmt::format("{} format has no path field", event));
@@ -132,17 +132,16 @@ absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan, KernelFeatures&
   }
 }
 
-CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan& plan,
-                                                               KernelFeatures& kernel) {
+CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan& plan) {
   DirectReads reads;
-  if (!kernel.HasVmlinuxBtf()) return reads;
-  reads.task_comm = kernel.BtfMemberOffset("task_struct", "comm").value_or(0);
+  if (!kernel_.HasVmlinuxBtf()) return reads;
+  reads.task_comm = kernel_.BtfMemberOffset("task_struct", "comm").value_or(0);
   if (plan.mechanism != Mechanism::kTpBtf) return reads;  // only tp_btf has the cgroup as BTF
-  std::optional<uint32_t> kn = kernel.BtfMemberOffset("cgroup", "kn");
-  std::optional<uint32_t> hash = kernel.BtfMemberOffset("kernfs_node", "hash");
-  std::optional<uint32_t> self = kernel.BtfMemberOffset("cgroup", "self");
-  std::optional<uint32_t> parent = kernel.BtfMemberOffset("cgroup_subsys_state", "parent");
-  std::optional<uint32_t> serial = kernel.BtfMemberOffset("cgroup_subsys_state", "serial_nr");
+  std::optional<uint32_t> kn = kernel_.BtfMemberOffset("cgroup", "kn");
+  std::optional<uint32_t> hash = kernel_.BtfMemberOffset("kernfs_node", "hash");
+  std::optional<uint32_t> self = kernel_.BtfMemberOffset("cgroup", "self");
+  std::optional<uint32_t> parent = kernel_.BtfMemberOffset("cgroup_subsys_state", "parent");
+  std::optional<uint32_t> serial = kernel_.BtfMemberOffset("cgroup_subsys_state", "serial_nr");
   if (kn && hash && self && parent && serial) {
     reads.cgroup_kn = *kn;
     reads.kn_hash = *hash;
@@ -152,21 +151,21 @@ CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan&
   return reads;
 }
 
-absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan) {
   Detach();
-  DirectReads reads = DirectReadsFor(plan, kernel);
+  DirectReads reads = DirectReadsFor(plan);
   bool load_failed = false;
-  absl::Status attached = AttachWith(plan, kernel, reads, load_failed);
+  absl::Status attached = AttachWith(plan, reads, load_failed);
   if (attached.ok() || !load_failed || reads.task_comm == 0) return attached;
   // Reads from the task and the cgroup need bpf_get_current_task_btf (5.11+) and a verifier that
   // follows BTF pointers: without them, the helpers and the path.
   spdlog::debug("probe {}: {}; trying without reads from kernel structures", kName,
                 std::string(attached.message()));
-  return AttachWith(plan, kernel, DirectReads{}, load_failed);
+  return AttachWith(plan, DirectReads{}, load_failed);
 }
 
-absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, KernelFeatures& kernel,
-                                          const DirectReads& reads, bool& load_failed) {
+absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectReads& reads,
+                                          bool& load_failed) {
   load_failed = false;
   OwnedSkeleton<cgroup_churn_bpf> skel(cgroup_churn_bpf__open(), cgroup_churn_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
@@ -184,7 +183,7 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, KernelFeatures
       break;
     case Mechanism::kTracepoint: {
       for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
-        absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, event);
+        absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, event);
         if (!format.ok()) return format.status();
         const TracepointField* path = format->Find("path");
         if (!path) return absl::NotFoundError(fmt::format("{} format has no path field", event));
@@ -203,10 +202,7 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, KernelFeatures
       return absl::UnimplementedError("mechanism not offered by this probe");
   }
 
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel->obj) {
-    bpf_program__set_autoload(prog, prog == mkdir_prog || prog == rmdir_prog);
-  }
+  EnableOnly(skel->obj, {mkdir_prog, rmdir_prog});
   skel->rodata->task_comm_offset = reads.task_comm;
   skel->rodata->cgroup_kn_offset = reads.cgroup_kn;
   skel->rodata->kn_hash_offset = reads.kn_hash;
@@ -217,36 +213,24 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, KernelFeatures
     return LibbpfError("load", err);
   }
 
-  std::vector<OwnedLink> links;
-  for (bpf_program* p : {mkdir_prog, rmdir_prog}) {
-    bpf_link* link = bpf_program__attach(p);
-    if (!link) return LibbpfError(fmt::format("attach {}", bpf_program__name(p)), errno);
-    links.emplace_back(link);
-  }
   absl::StatusOr<KeyedCounterMaps> counts = KeyedCounterMaps::Find(skel->obj, "churn_counts");
   if (!counts.ok()) return counts.status();
-
-  programs_.clear();
-  for (bpf_program* p : {mkdir_prog, rmdir_prog}) {
-    programs_.push_back(
-        OwnBpfProgram{std::string(kName), bpf_program__name(p), bpf_program__fd(p)});
-  }
+  if (absl::Status s = AttachAndRemember({mkdir_prog, rmdir_prog}, plan); !s.ok()) return s;
+  ListPrograms({mkdir_prog, rmdir_prog});
   paths_fd_[0] = bpf_map__fd(skel->maps.churn_paths_0);
   paths_fd_[1] = bpf_map__fd(skel->maps.churn_paths_1);
   key_source_ = reads.cgroup_kn != 0 ? "parent serial and kernfs name hash" : "path tail hash";
   units_.clear();
   counts_ = *std::move(counts);
-  links_ = std::move(links);
   skel_ = std::move(skel);
   return absl::OkStatus();
 }
 
 void CgroupChurnProbe::Detach() {
-  links_.clear();
+  BpfProbe::Detach();
   skel_.reset();
   counts_.reset();
   paths_fd_[0] = paths_fd_[1] = -1;
-  programs_.clear();
 }
 
 const std::string* CgroupChurnProbe::UnitOf(uint64_t path_key, uint32_t buffer) {
@@ -274,12 +258,6 @@ void CgroupChurnProbe::EmptyPaths(uint32_t buffer) {
     prev = &keys.back();
   }
   for (uint64_t k : keys) bpf_map_delete_elem(fd, &k);
-}
-
-absl::Status CgroupChurnProbe::Start() {
-  if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
-  state_.detail = fmt::format("{}; keyed by {}", state_.detail, key_source_);
-  return absl::OkStatus();
 }
 
 absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {

@@ -15,11 +15,10 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "probes/collect/bpf_handles.h"
-#include "probes/collect/collector.h"
+#include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
-#include "probes/collect/probe_attacher.h"
 #include "probes/kernel/kernel_features.h"
 #include "probes/procfs/growth_rate.h"
 
@@ -50,7 +49,7 @@ struct CgroupChurnOptions {
   absl::Duration churn_window = absl::Seconds(60);
 };
 
-class CgroupChurnProbe final : public Collector, public AttachableProbe {
+class CgroupChurnProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "cgroup_churn";
   static constexpr std::string_view kCategory = "cgroup";
@@ -61,34 +60,22 @@ class CgroupChurnProbe final : public Collector, public AttachableProbe {
   CgroupChurnProbe(KernelFeatures& kernel, CgroupChurnOptions options, Clock clock = absl::Now);
   ~CgroupChurnProbe() override;
 
-  // Collector
-  std::string_view Name() const override { return kName; }
-  absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
-  void Stop() override { Detach(); }
-  std::vector<ProbeState> Probes() const override { return {state_}; }
-  std::vector<OwnBpfProgram> Programs() const override { return programs_; }
   void SetLabelLimits(const LabelLimits& limits) override;
-  std::string StatusFragment() const override { return status_; }
-
   // On config reload; samples outside the new window are dropped at once.
   void SetChurnWindow(absl::Duration window) { mkdir_rate_.SetWindow(window); }
 
-  // AttachableProbe
-  std::string_view ProbeName() const override { return kName; }
   std::vector<AttachPlan> Plans() const override;
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Supported(const AttachPlan& plan) override;
+  absl::Status Attach(const AttachPlan& plan) override;
   void Detach() override;
 
  private:
-  KernelFeatures& kernel_;
+  std::string OnAttached() override { return "keyed by " + key_source_; }
+
   CgroupChurnOptions options_;
   Clock clock_;
-  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
   OwnedSkeleton<cgroup_churn_bpf> skel_{nullptr, nullptr};
-  std::vector<OwnedLink> links_;
-  std::vector<OwnBpfProgram> programs_;
   std::optional<KeyedCounterMaps> counts_;
   int paths_fd_[2] = {-1, -1};  // churn_paths_0, churn_paths_1: path tails by hash, per buffer
 
@@ -101,10 +88,9 @@ class CgroupChurnProbe final : public Collector, public AttachableProbe {
     uint32_t cgroup_parent = 0;
     uint32_t css_serial = 0;
   };
-  static DirectReads DirectReadsFor(const AttachPlan& plan, KernelFeatures& kernel);
+  DirectReads DirectReadsFor(const AttachPlan& plan);
   // Loads and attaches `plan`; on a failed load (not a failed attach) sets `load_failed`.
-  absl::Status AttachWith(const AttachPlan& plan, KernelFeatures& kernel, const DirectReads& reads,
-                          bool& load_failed);
+  absl::Status AttachWith(const AttachPlan& plan, const DirectReads& reads, bool& load_failed);
   // The unit label of a path key counted in `buffer`: from the path sent with it, else the last
   // one known for the key; null if none.
   const std::string* UnitOf(uint64_t path_key, uint32_t buffer);
@@ -117,7 +103,6 @@ class CgroupChurnProbe final : public Collector, public AttachableProbe {
   FoldedCounters churn_;     // {comm, unit} -> {mkdirs, rmdirs}
   uint64_t unlabelled_ = 0;  // events counted in the overflow slot (the hash was full)
   WindowedSlope mkdir_rate_;
-  std::string status_;
 };
 
 }  // namespace kpath

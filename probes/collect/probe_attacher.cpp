@@ -32,8 +32,7 @@ bool IsBlindHook(const absl::Status& status) {
   return status.GetPayload(kBlindHookPayload).has_value();
 }
 
-ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
-                                const std::vector<Mechanism>& allowed) {
+ProbeState AttachFirstSupported(AttachableProbe& probe, const std::vector<Mechanism>& allowed) {
   std::vector<std::string> skipped;
   std::vector<std::string> excluded_supported;  // supported here, left out by the configuration
   bool excluded_cheap = false;                  // ... and one of them is not `costly`
@@ -42,7 +41,7 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
         std::find(allowed.begin(), allowed.end(), plan.mechanism) == allowed.end()) {
       // Asked anyway (a cheap check, nothing is loaded) so that a probe left off by choice is
       // told apart from one the kernel cannot serve.
-      bool supported = probe.Supported(plan, kernel).ok();
+      bool supported = probe.Supported(plan).ok();
       if (supported) {
         excluded_supported.push_back(PlanName(plan));
         excluded_cheap |= !plan.costly;
@@ -51,12 +50,12 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
                                     supported ? " (supported here)" : ""));
       continue;
     }
-    absl::Status supported = probe.Supported(plan, kernel);
+    absl::Status supported = probe.Supported(plan);
     if (!supported.ok()) {
       skipped.push_back(fmt::format("{}: {}", PlanName(plan), std::string(supported.message())));
       continue;
     }
-    absl::Status attached = probe.Attach(plan, kernel);
+    absl::Status attached = probe.Attach(plan);
     if (!attached.ok()) {
       skipped.push_back(fmt::format("{}: {}", PlanName(plan), std::string(attached.message())));
       continue;
@@ -87,9 +86,9 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
   return state;
 }
 
-absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
-                        const std::vector<Mechanism>& allowed, ProbeState& state) {
-  state = AttachFirstSupported(probe, kernel, allowed);
+absl::Status StartProbe(AttachableProbe& probe, const std::vector<Mechanism>& allowed,
+                        ProbeState& state) {
+  state = AttachFirstSupported(probe, allowed);
   if (state.mechanism == Mechanism::kNone && !state.excluded_by_config) {
     return absl::UnavailableError(fmt::format("not attached: {}", state.detail));
   }

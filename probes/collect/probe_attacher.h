@@ -19,24 +19,24 @@ class AttachableProbe {
   virtual std::string_view ProbeName() const = 0;
   // Every way this probe can attach, best first.
   virtual std::vector<AttachPlan> Plans() const = 0;
-  // Ok if the kernel has what `plan` needs; else why not (the plan is skipped untried).
-  virtual absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) = 0;
+  // Ok if the kernel (the probe's own KernelFeatures) has what `plan` needs; else why not (the
+  // plan is skipped untried).
+  virtual absl::Status Supported(const AttachPlan& plan) = 0;
   // Loads and attaches. On error nothing of this attempt stays loaded.
-  virtual absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) = 0;
+  virtual absl::Status Attach(const AttachPlan& plan) = 0;
   virtual void Detach() = 0;
 };
 
 // Tries the probe's plans in order, restricted to `allowed` mechanisms when non-empty (the
 // configuration's `probes.<name>.mechanisms`). Never fails: the result says what attached, or
 // mechanism kNone with every reason in `detail`.
-ProbeState AttachFirstSupported(AttachableProbe& probe, KernelFeatures& kernel,
-                                const std::vector<Mechanism>& allowed);
+ProbeState AttachFirstSupported(AttachableProbe& probe, const std::vector<Mechanism>& allowed);
 
 // AttachFirstSupported for a collector's Start(): records the outcome in `state` and returns
 // Unavailable with every reason when nothing attached (the collector then reports success 0),
 // except when the probe is off by configuration (state.excluded_by_config).
-absl::Status StartProbe(AttachableProbe& probe, KernelFeatures& kernel,
-                        const std::vector<Mechanism>& allowed, ProbeState& state);
+absl::Status StartProbe(AttachableProbe& probe, const std::vector<Mechanism>& allowed,
+                        ProbeState& state);
 
 // An attach that worked but whose programs do not see the events the plan is for: the probe's
 // own check event never reached them (a function off the path of the calls it should see, e.g.

@@ -15,11 +15,11 @@
 
 #include "absl/time/time.h"
 #include "probes/collect/bpf_handles.h"
-#include "probes/collect/collector.h"
+#include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/label_limits.h"
-#include "probes/collect/probe_attacher.h"
 #include "probes/irqoff/irqoff_config.h"
+#include "probes/irqoff/irqoff_events.h"
 #include "probes/irqoff/irqoff_kernel.h"
 #include "probes/irqoff/kernel_stack_symbolizer.h"
 #include "probes/kernel/host_paths.h"
@@ -32,7 +32,6 @@ struct ring_buffer;
 struct perf_buffer;
 struct irqoff_bpf;
 struct irqoff_kvm_steal_bpf;
-struct irqoff_event;
 
 namespace kpath {
 
@@ -45,25 +44,7 @@ struct IrqOffOptions {
 enum class IrqOffMethod { kNone, kPreemptIrq, kNmi, kSoftwareTimer };
 std::string_view IrqOffMethodName(IrqOffMethod method);
 
-// A region as reported: the event symbolized.
-struct IrqOffRegion {
-  double seconds = 0;
-  int cpu = -1;
-  uint32_t pid = 0;
-  std::string comm;
-  std::string culprit;
-  std::vector<std::string> frames;  // innermost first; "0x..." where unknown
-  bool task_switched = false;       // the interrupt landed in a later thread (see irqoff.h)
-  bool user_mode = false;           // the interrupt landed in user code
-};
-
-// Builds the region from a raw event (pure but for the symbolizer).
-IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelStackSymbolizer& symbolizer);
-
-// "23.1 ms on CPU 1 in ss (pid 4242), culprit get_slabinfo; stack: a <- b <- c"
-std::string DescribeRegion(const IrqOffRegion& region);
-
-class IrqOffProbe final : public Collector, public AttachableProbe {
+class IrqOffProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "irqoff";
 
@@ -72,21 +53,13 @@ class IrqOffProbe final : public Collector, public AttachableProbe {
               std::vector<Mechanism> allowed, IrqOffOptions options);
   ~IrqOffProbe() override;
 
-  // Collector
-  std::string_view Name() const override { return kName; }
+  // Checks the threshold against the period, then attaches.
   absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
-  void Stop() override { Detach(); }
-  std::vector<ProbeState> Probes() const override { return {state_}; }
-  std::vector<OwnBpfProgram> Programs() const override;
   void SetLabelLimits(const LabelLimits& labels) override;
-  std::string StatusFragment() const override { return status_; }
-
-  // AttachableProbe
-  std::string_view ProbeName() const override { return kName; }
   std::vector<AttachPlan> Plans() const override;
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Supported(const AttachPlan& plan) override;
+  absl::Status Attach(const AttachPlan& plan) override;
   void Detach() override;
 
   IrqOffMethod method() const { return method_; }
@@ -105,29 +78,40 @@ class IrqOffProbe final : public Collector, public AttachableProbe {
   };
   // Helpers that sharpen the timer methods; each optional.
   enum class SwitchHook { kNone, kTpBtf, kTracepoint };
+  // The programs Load chose from the skeleton (null: not loaded).
+  struct ChosenPrograms {
+    bpf_program* disable = nullptr;  // preemptirq
+    bpf_program* enable = nullptr;
+    bpf_program* tick = nullptr;  // timer methods, on each CPU's perf events
+    bpf_program* nmi = nullptr;
+    bpf_program* idle = nullptr;  // helpers
+    bpf_program* sched_switch = nullptr;
+  };
 
+  std::string OnAttached() override;
   IrqOffMethod MethodOf(const AttachPlan& plan) const;
   std::string SoftwareTarget() const;
   std::string NmiTarget() const;
   template <typename Skeleton>
-  absl::Status Load(Skeleton* skel, IrqOffMethod method, Mechanism mechanism, bool with_helpers,
-                    KernelFeatures& kernel);
-  absl::Status LoadAny(IrqOffMethod method, Mechanism mechanism, KernelFeatures& kernel);
-  absl::Status AttachProgram(const char* name);
+  absl::Status Load(Skeleton* skel, IrqOffMethod method, Mechanism mechanism, bool with_helpers);
+  absl::Status LoadAny(IrqOffMethod method, Mechanism mechanism);
+  // irqoff_timers.cpp: a timer on every online CPU, and on CPUs as they come and go.
+  absl::Status AttachTimers();
   absl::Status AttachCpu(int cpu);
   void DetachCpu(int cpu);
   void RefreshCpus();
+  // irqoff_events.cpp: the buffer the regions' records arrive in.
+  absl::Status OpenEventBuffer();
   absl::Status DrainEvents();
-  void OnEvent(const irqoff_event& event);
+  // Decodes the drained records and counts them by comm and culprit (`events_lost`: the records
+  // the buffer had no room for, so far), logs the longest and sets the STATUS fragment.
+  void CountRegions(uint64_t events_lost);
   absl::Status ReadIntervalMax(double& seconds);
 
-  KernelFeatures& kernel_;
   std::unique_ptr<IrqOffKernel> irq_kernel_owned_;
   IrqOffKernel& irq_kernel_;
   HostPaths paths_;
-  std::vector<Mechanism> allowed_;
   IrqOffOptions options_;
-  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
 
   IrqOffMethod method_ = IrqOffMethod::kNone;
   bool steal_correction_ = false;
@@ -136,7 +120,7 @@ class IrqOffProbe final : public Collector, public AttachableProbe {
   OwnedSkeleton<irqoff_bpf> plain_{nullptr, nullptr};
   OwnedSkeleton<irqoff_kvm_steal_bpf> steal_{nullptr, nullptr};
   bpf_object* obj_ = nullptr;  // of plain_ or steal_
-  std::vector<Link> links_;
+  ChosenPrograms progs_;
   std::map<int, CpuTimers> cpus_;
   std::map<int, uint32_t> generations_;
   std::map<int, std::string> cpu_errors_;  // last attach error per CPU, logged on change
@@ -152,7 +136,6 @@ class IrqOffProbe final : public Collector, public AttachableProbe {
   std::vector<irqoff_event> drained_events_;  // filled by the buffer callbacks
   FoldedCounters regions_;
   uint64_t events_lost_seen_ = 0;
-  std::string status_;
 };
 
 }  // namespace kpath

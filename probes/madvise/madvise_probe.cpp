@@ -15,6 +15,7 @@
 #include "fmt/ranges.h"
 #include "madvise.skel.h"
 #include "madvise_fentry.skel.h"
+#include "probes/collect/bpf_maps.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/madvise/madvise.h"
 #include "probes/madvise/madvise_metrics.h"
@@ -93,7 +94,7 @@ std::optional<MadviseArgLayout> DoMadviseLayout(const std::vector<std::string>& 
 }
 
 MadviseProbe::MadviseProbe(KernelFeatures& kernel, MadviseProbeOptions options, Clock clock)
-    : kernel_(kernel),
+    : BpfProbe(kName, kernel, options.allowed),
       options_(std::move(options)),
       clock_(clock ? std::move(clock) : Clock(std::chrono::steady_clock::now)),
       folded_({"comm", "advice"},
@@ -119,10 +120,9 @@ std::vector<AttachPlan> MadviseProbe::Plans() const {
   return plans;
 }
 
-absl::StatusOr<MadviseArgLayout> MadviseProbe::FunctionLayout(const std::string& target,
-                                                              KernelFeatures& kernel) {
+absl::StatusOr<MadviseArgLayout> MadviseProbe::FunctionLayout(const std::string& target) {
   // BTF knows the prototype: trust it over the name.
-  if (std::optional<std::vector<std::string>> params = kernel.BtfFunctionParams(target)) {
+  if (std::optional<std::vector<std::string>> params = kernel_.BtfFunctionParams(target)) {
     if (std::optional<MadviseArgLayout> layout = DoMadviseLayout(*params)) return *layout;
     return absl::UnimplementedError(
         fmt::format("unknown prototype {}({}) in BTF", target, fmt::join(*params, ", ")));
@@ -136,22 +136,22 @@ absl::StatusOr<MadviseArgLayout> MadviseProbe::FunctionLayout(const std::string&
       "argument positions of {} unknown without BTF (it gained a leading mm in 5.10)", target));
 }
 
-absl::Status MadviseProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status MadviseProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kFentry: {
-      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      if (!kernel.BtfHasFunction(plan.target)) return absl::NotFoundError("function not in BTF");
-      return FunctionLayout(plan.target, kernel).status();
+      if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      if (!kernel_.BtfHasFunction(plan.target)) return absl::NotFoundError("function not in BTF");
+      return FunctionLayout(plan.target).status();
     }
     case Mechanism::kKprobe: {
-      if (absl::Status s = kernel.KprobesAvailable(); !s.ok()) return s;
-      if (!kernel.KernelFunction(plan.target)) {
+      if (absl::Status s = kernel_.KprobesAvailable(); !s.ok()) return s;
+      if (!kernel_.KernelFunction(plan.target)) {
         return absl::NotFoundError("function not in kallsyms");
       }
-      return FunctionLayout(plan.target, kernel).status();
+      return FunctionLayout(plan.target).status();
     }
     case Mechanism::kTracepoint: {
-      absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+      absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
       if (!FindField(*format, {"len_in", "len"}) || !FindField(*format, {"behavior"})) {
         return absl::NotFoundError("format has no len_in/behavior fields");
@@ -163,9 +163,9 @@ absl::Status MadviseProbe::Supported(const AttachPlan& plan, KernelFeatures& ker
   }
 }
 
-MadviseProbe::Companion MadviseProbe::CompanionFor(const AttachPlan& plan, KernelFeatures& kernel) {
+MadviseProbe::Companion MadviseProbe::CompanionFor(const AttachPlan& plan) {
   if (plan.mechanism == Mechanism::kTracepoint) {
-    absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kProcessEvent);
+    absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kProcessEvent);
     if (!format.ok()) {
       return {std::nullopt, fmt::format("no {} tracepoint ({})", TracepointName(kProcessEvent),
                                         std::string(format.status().message()))};
@@ -177,15 +177,15 @@ MadviseProbe::Companion MadviseProbe::CompanionFor(const AttachPlan& plan, Kerne
     return {TracepointName(kProcessEvent), ""};
   }
   auto exists = [&](const std::string& fn) {
-    return plan.mechanism == Mechanism::kFentry ? kernel.BtfHasFunction(fn)
-                                                : kernel.KernelFunction(fn).has_value();
+    return plan.mechanism == Mechanism::kFentry ? kernel_.BtfHasFunction(fn)
+                                                : kernel_.KernelFunction(fn).has_value();
   };
   std::vector<std::string> candidates;
   if (plan.target == kImplementation) {
     // Until vector_madvise (6.13), process_madvise called do_madvise once per range: those
     // ranges are counted there already, as madvise calls.
-    bool has_vector = kernel.BtfHasFunction("vector_madvise") ||
-                      kernel.KernelFunction("vector_madvise").has_value();
+    bool has_vector = kernel_.BtfHasFunction("vector_madvise") ||
+                      kernel_.KernelFunction("vector_madvise").has_value();
     if (!has_vector) {
       return {std::nullopt,
               "no separate hook: without vector_madvise, process_madvise (where the kernel has "
@@ -198,11 +198,11 @@ MadviseProbe::Companion MadviseProbe::CompanionFor(const AttachPlan& plan, Kerne
   for (const std::string& fn : candidates) {
     if (exists(fn)) {
       if (plan.mechanism == Mechanism::kFentry &&
-          FunctionLayout(fn, kernel).value_or(MadviseArgLayout::kPlainArgs) !=
+          FunctionLayout(fn).value_or(MadviseArgLayout::kPlainArgs) !=
               MadviseArgLayout::kSyscallRegs) {
         continue;  // the fentry program reads a pt_regs pointer
       }
-      return {plan.mechanism == Mechanism::kKprobe ? kernel.KernelFunction(fn).value_or(fn) : fn,
+      return {plan.mechanism == Mechanism::kKprobe ? kernel_.KernelFunction(fn).value_or(fn) : fn,
               ""};
     }
   }
@@ -210,12 +210,6 @@ MadviseProbe::Companion MadviseProbe::CompanionFor(const AttachPlan& plan, Kerne
                             ? "no process_madvise function to hook"
                             : fmt::format("the kernel has no {} (no process_madvise before 5.10)",
                                           fmt::join(candidates, " or "))};
-}
-
-void MadviseProbe::Remember(bpf_program* prog, bpf_link* link) {
-  links_.emplace_back(link);
-  programs_.push_back(
-      OwnBpfProgram{std::string(kName), bpf_program__name(prog), bpf_program__fd(prog)});
 }
 
 absl::Status MadviseProbe::AdoptMaps(bpf_object* obj) {
@@ -233,9 +227,9 @@ absl::Status MadviseProbe::AdoptMaps(bpf_object* obj) {
 }
 
 absl::Status MadviseProbe::InsertReservedKeys() {
-  int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
-  std::vector<madvise_value> zeros(static_cast<size_t>(ncpus));
+  absl::StatusOr<size_t> ncpus = PossibleCpus();
+  if (!ncpus.ok()) return ncpus.status();
+  std::vector<madvise_value> zeros(*ncpus);
   for (int fd : buffer_fds_) {
     for (uint32_t advice = 0; advice < MADVISE_ADVICE_COUNT; ++advice) {
       madvise_key key{};
@@ -249,8 +243,8 @@ absl::Status MadviseProbe::InsertReservedKeys() {
   return absl::OkStatus();
 }
 
-absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
-  absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+absl::Status MadviseProbe::AttachTracepoint(const AttachPlan& plan) {
+  absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
   if (!format.ok()) return format.status();
   const TracepointField* len = FindField(*format, {"len_in", "len"});
   const TracepointField* behavior = FindField(*format, {"behavior"});
@@ -259,9 +253,10 @@ absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
   // Reading the comm from the task needs the verifier to know task_struct (vmlinux BTF) and
   // bpf_get_current_task_btf (5.11+): tried first, and if the kernel refuses it, the helper.
   std::optional<uint32_t> comm_offset;
-  if (direct && kernel.HasVmlinuxBtf()) comm_offset = kernel.BtfMemberOffset("task_struct", "comm");
-  Companion companion = CompanionFor({Mechanism::kTracepoint, TracepointName(kEvent)}, kernel);
-  absl::StatusOr<TracepointFormat> pm_format = kernel.Tracepoint(kCategory, kProcessEvent);
+  if (direct && kernel_.HasVmlinuxBtf())
+    comm_offset = kernel_.BtfMemberOffset("task_struct", "comm");
+  Companion companion = CompanionFor(plan);
+  absl::StatusOr<TracepointFormat> pm_format = kernel_.Tracepoint(kCategory, kProcessEvent);
   const bool pm_possible = companion.target.has_value() && pm_format.ok();
 
   absl::Status last;
@@ -293,10 +288,7 @@ absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
         skel->rodata->tp_pm_behavior_size = pm_behavior->size;
         pm = skel->progs.process_madvise_tracepoint;
       }
-      bpf_program* prog = nullptr;
-      bpf_object__for_each_program(prog, skel->obj) {
-        bpf_program__set_autoload(prog, prog == chosen || prog == pm);
-      }
+      EnableOnly(skel->obj, {chosen, pm});
       if (int err = madvise_bpf__load(skel.get()); err) {
         last = LibbpfError(
             fmt::format("load {}{}", bpf_program__name(chosen), pm ? " with process_madvise" : ""),
@@ -305,12 +297,12 @@ absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
         continue;
       }
       if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
-      bpf_link* link = bpf_program__attach(chosen);
-      if (!link) return LibbpfError("attach", errno);
-      Remember(chosen, link);
+      if (absl::Status s = AttachAndRemember({chosen}, plan, "attach"); !s.ok()) return s;
+      ListPrograms({chosen});
       if (pm) {
-        if (bpf_link* pm_link = bpf_program__attach(pm)) {
-          Remember(pm, pm_link);
+        if (bpf_link* pm_link = AttachProgram(pm)) {
+          Remember(pm_link);
+          ListPrograms({pm});
           process_madvise_ = fmt::format("tracepoint {}", *companion.target);
         } else {
           process_madvise_ =
@@ -327,146 +319,16 @@ absl::Status MadviseProbe::AttachTracepoint(KernelFeatures& kernel) {
   return last;
 }
 
-absl::Status MadviseProbe::AttachKprobe(const AttachPlan& plan, KernelFeatures& kernel) {
-  absl::StatusOr<MadviseArgLayout> layout = FunctionLayout(plan.target, kernel);
-  if (!layout.ok()) return layout.status();
-  std::optional<std::string> symbol = kernel.KernelFunction(plan.target);
-  if (!symbol) return absl::NotFoundError("function not in kallsyms");
-  Companion companion = CompanionFor(plan, kernel);
-  auto kprobe_layout = [](MadviseArgLayout l) -> uint32_t {
-    switch (l) {
-      case MadviseArgLayout::kSyscallRegs:
-        return MADVISE_KPROBE_SYSCALL_REGS;
-      case MadviseArgLayout::kPlainArgs:
-        return MADVISE_KPROBE_PLAIN_ARGS;
-      case MadviseArgLayout::kMmFirst:
-        return MADVISE_KPROBE_MM_FIRST;
-    }
-    return MADVISE_KPROBE_PLAIN_ARGS;
-  };
-
-  absl::Status last;
-  for (bool with_companion : {companion.target.has_value(), false}) {
-    OwnedSkeleton<madvise_bpf> skel(madvise_bpf__open(), madvise_bpf__destroy);
-    if (!skel) return LibbpfError("open", errno);
-    skel->rodata->kprobe_layout = kprobe_layout(*layout);
-    skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
-    bpf_program* chosen = skel->progs.madvise_kprobe;
-    bpf_program* pm = nullptr;
-    if (with_companion) {
-      // The companion's own layout: a wrapper takes a pt_regs pointer.
-      absl::StatusOr<MadviseArgLayout> pm_layout = FunctionLayout(*companion.target, kernel);
-      skel->rodata->pm_kprobe_layout =
-          kprobe_layout(pm_layout.value_or(MadviseArgLayout::kSyscallRegs));
-      pm = skel->progs.process_madvise_kprobe;
-    }
-    bpf_program* prog = nullptr;
-    bpf_object__for_each_program(prog, skel->obj) {
-      bpf_program__set_autoload(prog, prog == chosen || prog == pm);
-    }
-    if (int err = madvise_bpf__load(skel.get()); err) {
-      last = LibbpfError(pm ? "load (with process_madvise)" : "load", err);
-      if (pm) continue;
-      return last;
-    }
-    if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
-    bpf_link* link = bpf_program__attach_kprobe(chosen, /*retprobe=*/false, symbol->c_str());
-    if (!link) return LibbpfError("attach", errno);
-    Remember(chosen, link);
-    if (pm) {
-      if (bpf_link* pm_link = bpf_program__attach_kprobe(pm, false, companion.target->c_str())) {
-        Remember(pm, pm_link);
-        process_madvise_ = fmt::format("kprobe {}", *companion.target);
-      } else {
-        process_madvise_ = fmt::format("not counted: attach kprobe {}: {}", *companion.target,
-                                       std::strerror(errno));
-      }
-    } else {
-      process_madvise_ = fmt::format(
-          "not counted: {}", companion.target ? std::string(last.message()) : companion.reason);
-    }
-    tp_skel_ = std::move(skel);
-    return absl::OkStatus();
-  }
-  return last;
-}
-
-absl::Status MadviseProbe::AttachFentry(const AttachPlan& plan, KernelFeatures& kernel) {
-  absl::StatusOr<MadviseArgLayout> layout = FunctionLayout(plan.target, kernel);
-  if (!layout.ok()) return layout.status();
-  Companion companion = CompanionFor(plan, kernel);
-
-  absl::Status last;
-  for (bool with_companion : {companion.target.has_value(), false}) {
-    OwnedSkeleton<madvise_fentry_bpf> skel(madvise_fentry_bpf__open(), madvise_fentry_bpf__destroy);
-    if (!skel) return LibbpfError("open", errno);
-    skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
-    bpf_program* chosen = nullptr;
-    switch (*layout) {
-      case MadviseArgLayout::kSyscallRegs:
-        chosen = skel->progs.madvise_fentry_syscall;
-        break;
-      case MadviseArgLayout::kPlainArgs:
-        chosen = skel->progs.madvise_fentry_do_madvise;
-        break;
-      case MadviseArgLayout::kMmFirst:
-        chosen = skel->progs.madvise_fentry_do_madvise_mm;
-        break;
-    }
-    if (int err = bpf_program__set_attach_target(chosen, 0, plan.target.c_str()); err) {
-      return LibbpfError("set fentry target", err);
-    }
-    bpf_program* pm = nullptr;
-    if (with_companion) {
-      pm = skel->progs.process_madvise_fentry_syscall;
-      if (int err = bpf_program__set_attach_target(pm, 0, companion.target->c_str()); err) {
-        last = LibbpfError("set process_madvise fentry target", err);
-        continue;
-      }
-    }
-    bpf_program* prog = nullptr;
-    bpf_object__for_each_program(prog, skel->obj) {
-      bpf_program__set_autoload(prog, prog == chosen || prog == pm);
-    }
-    if (int err = madvise_fentry_bpf__load(skel.get()); err) {
-      last = LibbpfError(pm ? "load (with process_madvise)" : "load", err);
-      if (pm) continue;
-      return last;
-    }
-    if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
-    bpf_link* link = bpf_program__attach(chosen);
-    if (!link) return LibbpfError("attach", errno);
-    Remember(chosen, link);
-    if (pm) {
-      if (bpf_link* pm_link = bpf_program__attach(pm)) {
-        Remember(pm, pm_link);
-        process_madvise_ = fmt::format("fentry {}", *companion.target);
-      } else {
-        process_madvise_ = fmt::format("not counted: attach fentry {}: {}", *companion.target,
-                                       std::strerror(errno));
-      }
-    } else {
-      process_madvise_ = fmt::format(
-          "not counted: {}", companion.target ? std::string(last.message()) : companion.reason);
-    }
-    fentry_skel_ = std::move(skel);
-    return absl::OkStatus();
-  }
-  return last;
-}
-
-absl::Status MadviseProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status MadviseProbe::Attach(const AttachPlan& plan) {
   Detach();
   absl::Status s;
   switch (plan.mechanism) {
     case Mechanism::kTracepoint:
-      s = AttachTracepoint(kernel);
+      s = AttachTracepoint(plan);
       break;
     case Mechanism::kKprobe:
-      s = AttachKprobe(plan, kernel);
-      break;
     case Mechanism::kFentry:
-      s = AttachFentry(plan, kernel);
+      s = AttachFunction(plan);
       break;
     default:
       s = absl::UnimplementedError("mechanism not offered by this probe");
@@ -481,15 +343,7 @@ absl::Status MadviseProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel
 }
 
 absl::StatusOr<uint64_t> MadviseProbe::EventCount(uint32_t event) const {
-  int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
-  if (bpf_map_lookup_elem(events_fd_, &event, per_cpu.data()) != 0) {
-    return LibbpfError("read madvise_events map", errno);
-  }
-  uint64_t sum = 0;
-  for (uint64_t v : per_cpu) sum += v;
-  return sum;
+  return SumPerCpu(events_fd_, event, "read madvise_events map");
 }
 
 absl::Status MadviseProbe::CheckHookSeesCalls(const AttachPlan& plan) {
@@ -514,8 +368,7 @@ absl::Status MadviseProbe::CheckHookSeesCalls(const AttachPlan& plan) {
 }
 
 void MadviseProbe::Detach() {
-  links_.clear();
-  programs_.clear();
+  BpfProbe::Detach();
   counts_.reset();
   tp_skel_.reset();
   fentry_skel_.reset();
@@ -523,11 +376,9 @@ void MadviseProbe::Detach() {
   events_fd_ = -1;
 }
 
-absl::Status MadviseProbe::Start() {
-  if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
+std::string MadviseProbe::OnAttached() {
   spdlog::info("probe {}: process_madvise {}", kName, process_madvise_);
-  state_.detail = fmt::format("{}; process_madvise {}", state_.detail, process_madvise_);
-  return absl::OkStatus();
+  return fmt::format("process_madvise {}", process_madvise_);
 }
 
 void MadviseProbe::SetLabelLimits(const LabelLimits& limits) {

@@ -15,12 +15,11 @@
 
 #include "absl/status/statusor.h"
 #include "probes/collect/bpf_handles.h"
-#include "probes/collect/collector.h"
+#include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
 #include "probes/collect/label_values.h"
-#include "probes/collect/probe_attacher.h"
 #include "probes/kernel/kernel_features.h"
 
 struct madvise_bpf;
@@ -53,7 +52,7 @@ struct MadviseProbeOptions {
   double storm_calls_per_second = 1000;  // STATUS= names a storm from this rate
 };
 
-class MadviseProbe final : public Collector, public AttachableProbe {
+class MadviseProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "madvise";
   static constexpr std::string_view kImplementation = "do_madvise";
@@ -63,22 +62,14 @@ class MadviseProbe final : public Collector, public AttachableProbe {
                Clock clock = std::chrono::steady_clock::now);
   ~MadviseProbe() override;
 
-  // Collector
-  std::string_view Name() const override { return kName; }
-  absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
-  void Stop() override { Detach(); }
-  std::vector<ProbeState> Probes() const override { return {state_}; }
-  std::vector<OwnBpfProgram> Programs() const override { return programs_; }
   void SetLabelLimits(const LabelLimits& limits) override;
   std::string StatusFragment() const override;
   void SetStormThreshold(double calls_per_second) { storm_threshold_ = calls_per_second; }
 
-  // AttachableProbe
-  std::string_view ProbeName() const override { return kName; }
   std::vector<AttachPlan> Plans() const override;
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Supported(const AttachPlan& plan) override;
+  absl::Status Attach(const AttachPlan& plan) override;
   void Detach() override;
 
   // How the process_madvise companion hook attaches for a madvise plan that attached: its
@@ -87,14 +78,18 @@ class MadviseProbe final : public Collector, public AttachableProbe {
     std::optional<std::string> target;  // function, or "syscalls:sys_enter_process_madvise"
     std::string reason;                 // when there is no target
   };
-  Companion CompanionFor(const AttachPlan& plan, KernelFeatures& kernel);
+  Companion CompanionFor(const AttachPlan& plan);
 
  private:
-  absl::StatusOr<MadviseArgLayout> FunctionLayout(const std::string& target,
-                                                  KernelFeatures& kernel);
-  absl::Status AttachTracepoint(KernelFeatures& kernel);
-  absl::Status AttachKprobe(const AttachPlan& plan, KernelFeatures& kernel);
-  absl::Status AttachFentry(const AttachPlan& plan, KernelFeatures& kernel);
+  std::string OnAttached() override;
+  absl::StatusOr<MadviseArgLayout> FunctionLayout(const std::string& target);
+  absl::Status AttachTracepoint(const AttachPlan& plan);
+  // The kprobe and fentry plans (madvise_function_hooks.cpp): `Hook` is KprobeHook or
+  // FentryHook, whose skeleton is kept in `keep`.
+  absl::Status AttachFunction(const AttachPlan& plan);
+  template <typename Hook>
+  absl::Status AttachFunctionWith(const AttachPlan& plan,
+                                  OwnedSkeleton<typename Hook::Skeleton>& keep);
   // After load: find the maps, insert the reserved overflow keys.
   absl::Status AdoptMaps(bpf_object* obj);
   // After an attach: kpathd makes one madvise call of its own (MADVISE_SELF_CHECK_BYTES) and
@@ -103,16 +98,11 @@ class MadviseProbe final : public Collector, public AttachableProbe {
   // A per-CPU event counter of madvise_events, summed over CPUs.
   absl::StatusOr<uint64_t> EventCount(uint32_t event) const;
   absl::Status InsertReservedKeys();
-  void Remember(bpf_program* prog, bpf_link* link);
 
-  KernelFeatures& kernel_;
   MadviseProbeOptions options_;
   Clock clock_;
-  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
   OwnedSkeleton<madvise_bpf> tp_skel_{nullptr, nullptr};
   OwnedSkeleton<madvise_fentry_bpf> fentry_skel_{nullptr, nullptr};
-  std::vector<OwnedLink> links_;
-  std::vector<OwnBpfProgram> programs_;
   std::string process_madvise_;  // what counts process_madvise, for the log and the detail
   std::optional<KeyedCounterMaps> counts_;
   int buffer_fds_[2] = {-1, -1};

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "probes/collect/bpf_maps.h"
 #include "probes/madvise/madvise_metrics.h"
 #include "probes/madvise/tlb_flush.h"
 #include "tlb_flush.skel.h"
@@ -37,7 +38,7 @@ std::string_view TlbFlushReasonName(uint32_t slot) {
 }
 
 TlbFlushProbe::TlbFlushProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed)
-    : kernel_(kernel), allowed_(std::move(allowed)) {}
+    : BpfProbe(kName, kernel, std::move(allowed)) {}
 
 TlbFlushProbe::~TlbFlushProbe() { Detach(); }
 
@@ -47,24 +48,24 @@ std::vector<AttachPlan> TlbFlushProbe::Plans() const {
           {Mechanism::kTracepoint, TracepointName()}};
 }
 
-absl::Status TlbFlushProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status TlbFlushProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kTpBtf: {
-      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      std::optional<int> args = kernel.BtfTracepointArgs(kEvent);
+      if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      std::optional<int> args = kernel_.BtfTracepointArgs(kEvent);
       if (!args) return absl::NotFoundError("tracepoint not in BTF (btf_trace_tlb_flush)");
       if (*args != 2) return absl::UnimplementedError(fmt::format("{} arguments, not 2", *args));
       return absl::OkStatus();
     }
     case Mechanism::kRawTp:
       // Only x86 defines this tracepoint (arm64 flushes with broadcast TLBI, no IPI).
-      if (!kernel.TracepointExists(kCategory, kEvent)) {
+      if (!kernel_.TracepointExists(kCategory, kEvent)) {
         return absl::NotFoundError("kernel has no such tracepoint (x86 only)");
       }
       // raw_tp checks the arguments read against the tracepoint's arity at attach time.
       return absl::OkStatus();
     case Mechanism::kTracepoint: {
-      absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+      absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
       const TracepointField* reason = format->Find("reason");
       if (!reason || reason->size > 8) return absl::NotFoundError("format has no reason field");
@@ -75,7 +76,7 @@ absl::Status TlbFlushProbe::Supported(const AttachPlan& plan, KernelFeatures& ke
   }
 }
 
-absl::Status TlbFlushProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status TlbFlushProbe::Attach(const AttachPlan& plan) {
   Detach();
   OwnedSkeleton<tlb_flush_bpf> skel(tlb_flush_bpf__open(), tlb_flush_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
@@ -88,7 +89,7 @@ absl::Status TlbFlushProbe::Attach(const AttachPlan& plan, KernelFeatures& kerne
       chosen = skel->progs.tlb_flush_raw_tp;
       break;
     case Mechanism::kTracepoint: {
-      absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+      absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
       const TracepointField* reason = format->Find("reason");
       if (!reason || reason->size > 8) return absl::NotFoundError("format has no reason field");
@@ -100,49 +101,28 @@ absl::Status TlbFlushProbe::Attach(const AttachPlan& plan, KernelFeatures& kerne
     default:
       return absl::UnimplementedError("mechanism not offered by this probe");
   }
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel->obj) { bpf_program__set_autoload(prog, prog == chosen); }
+  EnableOnly(skel->obj, {chosen});
   if (int err = tlb_flush_bpf__load(skel.get()); err) return LibbpfError("load", err);
-  bpf_link* link = bpf_program__attach(chosen);
-  if (!link) return LibbpfError("attach", errno);
-  link_.reset(link);
-  program_name_ = bpf_program__name(chosen);
-  program_fd_ = bpf_program__fd(chosen);
+  if (absl::Status s = AttachAndRemember({chosen}, plan, "attach"); !s.ok()) return s;
+  ListPrograms({chosen});
   flushes_fd_ = bpf_map__fd(skel->maps.tlb_flushes);
   skel_ = std::move(skel);
   return absl::OkStatus();
 }
 
 void TlbFlushProbe::Detach() {
-  link_.reset();
+  BpfProbe::Detach();
   skel_.reset();
-  program_fd_ = -1;
   flushes_fd_ = -1;
-}
-
-absl::Status TlbFlushProbe::Start() {
-  if (absl::Status s = StartProbe(*this, kernel_, allowed_, state_); !s.ok()) return s;
-  return absl::OkStatus();
-}
-
-std::vector<OwnBpfProgram> TlbFlushProbe::Programs() const {
-  if (program_fd_ < 0) return {};
-  return {OwnBpfProgram{std::string(kName), program_name_, program_fd_}};
 }
 
 absl::Status TlbFlushProbe::Collect(MetricFamilies& out) {
   if (flushes_fd_ < 0) return absl::FailedPreconditionError("probe not attached");
-  int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpus));
   FamilyBuilder flushes(madvise_metrics::kTlbFlushesTotal);
   for (uint32_t slot = 0; slot < TLB_FLUSH_SLOTS; ++slot) {
-    if (bpf_map_lookup_elem(flushes_fd_, &slot, per_cpu.data()) != 0) {
-      return LibbpfError("read tlb_flushes map", errno);
-    }
-    uint64_t sum = 0;
-    for (uint64_t v : per_cpu) sum += v;
-    flushes.Add({{"reason", std::string(TlbFlushReasonName(slot))}}, static_cast<double>(sum));
+    absl::StatusOr<uint64_t> sum = SumPerCpu(flushes_fd_, slot, "read tlb_flushes map");
+    if (!sum.ok()) return sum.status();
+    flushes.Add({{"reason", std::string(TlbFlushReasonName(slot))}}, static_cast<double>(*sum));
   }
   flushes.AppendTo(out);
   return absl::OkStatus();

@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "probes/collect/bpf_handles.h"
-#include "probes/collect/collector.h"
-#include "probes/collect/probe_attacher.h"
+#include "probes/collect/bpf_probe.h"
 #include "probes/kernel/kernel_features.h"
 
 struct tlb_flush_bpf;
@@ -22,7 +21,7 @@ namespace kpath {
 // The `reason` label of enum tlb_flush_slot (tlb_flush.h): "task_switch", ..., "other".
 std::string_view TlbFlushReasonName(uint32_t slot);
 
-class TlbFlushProbe final : public Collector, public AttachableProbe {
+class TlbFlushProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "tlb_flush";
   static constexpr std::string_view kCategory = "tlb";
@@ -31,29 +30,14 @@ class TlbFlushProbe final : public Collector, public AttachableProbe {
   TlbFlushProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed);
   ~TlbFlushProbe() override;
 
-  // Collector
-  std::string_view Name() const override { return kName; }
-  absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
-  void Stop() override { Detach(); }
-  std::vector<ProbeState> Probes() const override { return {state_}; }
-  std::vector<OwnBpfProgram> Programs() const override;
-
-  // AttachableProbe
-  std::string_view ProbeName() const override { return kName; }
   std::vector<AttachPlan> Plans() const override;
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Supported(const AttachPlan& plan) override;
+  absl::Status Attach(const AttachPlan& plan) override;
   void Detach() override;
 
  private:
-  KernelFeatures& kernel_;
-  std::vector<Mechanism> allowed_;
-  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
   OwnedSkeleton<tlb_flush_bpf> skel_{nullptr, nullptr};
-  OwnedLink link_;
-  std::string program_name_;
-  int program_fd_ = -1;
   int flushes_fd_ = -1;
 };
 

@@ -2,7 +2,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,60 +32,43 @@ std::string TracepointName(std::string_view event) {
   return fmt::format("{}:{}", PercpuAllocProbe::kCategory, event);
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
+// The programs that see the pointer (percpu.bpf.c), by mechanism and by the way live allocations
+// are kept: the allocation's for each argument layout of the tracepoint, and the free's.
+using PercpuPrograms = decltype(percpu_bpf::progs);
+struct TrackedPrograms {
+  Mechanism mechanism;
+  LiveAllocTracking tracking;
+  bpf_program* PercpuPrograms::*alloc;
+  bpf_program* PercpuPrograms::*alloc_legacy;  // before bytes_alloc (tp_btf and raw_tp only)
+  bpf_program* PercpuPrograms::*free;
+};
+constexpr TrackedPrograms kTrackedPrograms[] = {
+    {Mechanism::kTpBtf, LiveAllocTracking::kTable, &PercpuPrograms::percpu_alloc_tp_btf,
+     &PercpuPrograms::percpu_alloc_tp_btf_legacy, &PercpuPrograms::percpu_free_tp_btf},
+    {Mechanism::kTpBtf, LiveAllocTracking::kHashMap, &PercpuPrograms::percpu_alloc_tp_btf_hash,
+     &PercpuPrograms::percpu_alloc_tp_btf_legacy_hash, &PercpuPrograms::percpu_free_tp_btf_hash},
+    {Mechanism::kRawTp, LiveAllocTracking::kTable, &PercpuPrograms::percpu_alloc_raw_tp,
+     &PercpuPrograms::percpu_alloc_raw_tp_legacy, &PercpuPrograms::percpu_free_raw_tp},
+    {Mechanism::kRawTp, LiveAllocTracking::kHashMap, &PercpuPrograms::percpu_alloc_raw_tp_hash,
+     &PercpuPrograms::percpu_alloc_raw_tp_legacy_hash, &PercpuPrograms::percpu_free_raw_tp_hash},
+    {Mechanism::kTracepoint, LiveAllocTracking::kTable, &PercpuPrograms::percpu_alloc_tracepoint,
+     nullptr, &PercpuPrograms::percpu_free_tracepoint},
+    {Mechanism::kTracepoint, LiveAllocTracking::kHashMap,
+     &PercpuPrograms::percpu_alloc_tracepoint_hash, nullptr,
+     &PercpuPrograms::percpu_free_tracepoint_hash},
+};
+
+const TrackedPrograms* TrackedProgramsFor(Mechanism mechanism, LiveAllocTracking tracking) {
+  for (const TrackedPrograms& row : kTrackedPrograms) {
+    if (row.mechanism == mechanism && row.tracking == tracking) return &row;
+  }
+  return nullptr;
+}
 }  // namespace
-
-bool IsPercpuPlumbingFrame(std::string_view fn) {
-  // The allocator and its wrappers.
-  static constexpr std::array kAllocator = {
-      "pcpu_",
-      "__pcpu_",
-      "__alloc_percpu",
-      "__alloc_reserved_percpu",
-  };
-  // The tracing plumbing between the event and the BPF program, named precisely: BPF's own
-  // allocations (bpf_map_alloc_percpu, bpf_prog_alloc), perf's and tracing's are real callers.
-  // A BPF program's own frame is its JIT symbol (BpfProgramName).
-  static constexpr std::array kTracing = {
-      "bpf_trace_run",    "__bpf_trace_",    "___bpf_prog_run",
-      "__bpf_prog_enter", "__bpf_prog_exit", "bpf_trampoline_",
-      "trace_call_bpf",   "perf_trace_",     "perf_tp_event",
-      "kprobe_",          "__kprobes",       "kretprobe_",
-      "ftrace_",          "arch_ftrace_",    "fentry_",
-      "__probestub_",     "rethook_",        "trace_event_raw_event_",
-  };
-  for (std::string_view p : kAllocator)
-    if (StartsWith(fn, p)) return true;
-  for (std::string_view p : kTracing)
-    if (StartsWith(fn, p)) return true;
-  return BpfProgramName(fn).has_value() || fn == "unknown";
-}
-
-std::string PercpuCallerName(std::span<const unsigned long long> frames,
-                             KernelSymbolizer& symbols) {
-  // Frames above the allocator's own are the hook: an fentry program and its trampoline, which
-  // kallsyms lists only with net.core.bpf_jit_kallsyms=1 and otherwise names as whatever
-  // function lies below them (seen on Debian's 6.1 under QEMU: "exit_amd_microcode"). When the
-  // allocator is on the stack, the caller is looked for past its outermost frame.
-  size_t start = 0;
-  for (size_t i = 0; i < frames.size() && frames[i] != 0; ++i) {
-    std::string_view fn = symbols.Symbolize(frames[i]);
-    if (fn.starts_with("pcpu_alloc") || fn.starts_with("__alloc_percpu") ||
-        fn.starts_with("__alloc_reserved_percpu")) {
-      start = i;
-    }
-  }
-  for (unsigned long long address : frames.subspan(start)) {
-    if (address == 0) break;
-    const std::string& fn = symbols.Symbolize(address);
-    if (!IsPercpuPlumbingFrame(fn)) return fn;
-  }
-  return "unknown";
-}
 
 PercpuAllocProbe::PercpuAllocProbe(KernelFeatures& kernel, HostPaths paths,
                                    PercpuProbeOptions options)
-    : kernel_(kernel),
+    : BpfProbe(kName, kernel, options.allowed),
       paths_(paths),
       options_(std::move(options)),
       symbols_(paths),
@@ -115,47 +97,47 @@ std::vector<AttachPlan> PercpuAllocProbe::Plans() const {
   return plans;
 }
 
-PercpuAllocProbe::Layout PercpuAllocProbe::TracepointLayout(KernelFeatures& kernel) {
-  if (std::optional<int> args = kernel.BtfTracepointArgs(kEvent)) {
+PercpuAllocProbe::Layout PercpuAllocProbe::TracepointLayout() {
+  if (std::optional<int> args = kernel_.BtfTracepointArgs(kEvent)) {
     if (*args >= 9) return Layout::kWithBytesAlloc;
     if (*args >= 7) return Layout::kLegacy;
     return Layout::kUnknown;
   }
-  absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+  absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
   if (!format.ok()) return Layout::kUnknown;
   return format->Find("bytes_alloc") ? Layout::kWithBytesAlloc : Layout::kLegacy;
 }
 
-absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
-      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      if (!kernel.BtfTracepointArgs(kEvent) || !kernel.BtfTracepointArgs(kFreeEvent))
+      if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      if (!kernel_.BtfTracepointArgs(kEvent) || !kernel_.BtfTracepointArgs(kFreeEvent))
         return absl::NotFoundError("percpu tracepoints not in BTF");
       return absl::OkStatus();
     case Mechanism::kRawTp:
-      if (!kernel.TracepointExists(kCategory, kEvent) ||
-          !kernel.TracepointExists(kCategory, kFreeEvent))
+      if (!kernel_.TracepointExists(kCategory, kEvent) ||
+          !kernel_.TracepointExists(kCategory, kFreeEvent))
         return absl::NotFoundError("kernel has no percpu tracepoints");
-      if (TracepointLayout(kernel) == Layout::kUnknown)
+      if (TracepointLayout() == Layout::kUnknown)
         return absl::UnavailableError("argument layout unknown (no BTF and no tracefs format)");
       return absl::OkStatus();
     case Mechanism::kTracepoint: {
-      absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+      absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
-      absl::StatusOr<TracepointFormat> free_format = kernel.Tracepoint(kCategory, kFreeEvent);
+      absl::StatusOr<TracepointFormat> free_format = kernel_.Tracepoint(kCategory, kFreeEvent);
       if (!free_format.ok()) return free_format.status();
       if (!format->Find("size") || !format->Find("ptr") || !free_format->Find("ptr"))
         return absl::NotFoundError("format lacks the size or ptr field");
       return absl::OkStatus();
     }
     case Mechanism::kFentry:
-      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      if (!kernel.BtfHasFunction(plan.target)) return absl::NotFoundError("function not in BTF");
+      if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      if (!kernel_.BtfHasFunction(plan.target)) return absl::NotFoundError("function not in BTF");
       return absl::OkStatus();
     case Mechanism::kKprobe: {
-      if (absl::Status s = kernel.KprobesAvailable(); !s.ok()) return s;
-      if (!kernel.KernelFunction(plan.target))
+      if (absl::Status s = kernel_.KprobesAvailable(); !s.ok()) return s;
+      if (!kernel_.KernelFunction(plan.target))
         return absl::NotFoundError("function not in kallsyms");
       return absl::OkStatus();
     }
@@ -176,20 +158,20 @@ std::string_view LiveAllocTrackingName(LiveAllocTracking tracking) {
   return "none";
 }
 
-absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan) {
   Detach();
   bool load_failed = false;
   if (plan.mechanism == Mechanism::kFentry || plan.mechanism == Mechanism::kKprobe) {
-    return AttachWith(plan, kernel, LiveAllocTracking::kNone, load_failed);
+    return AttachWith(plan, LiveAllocTracking::kNone, load_failed);
   }
   // The table needs BPF atomics (compare-and-swap, Linux 5.12+): ask the kernel by loading it.
   std::string refused = "off by option";
   if (options_.live_table) {
-    absl::Status table = AttachWith(plan, kernel, LiveAllocTracking::kTable, load_failed);
+    absl::Status table = AttachWith(plan, LiveAllocTracking::kTable, load_failed);
     if (table.ok() || !load_failed) return table;
     refused = std::string(table.message());
   }
-  absl::Status hash = AttachWith(plan, kernel, LiveAllocTracking::kHashMap, load_failed);
+  absl::Status hash = AttachWith(plan, LiveAllocTracking::kHashMap, load_failed);
   if (!hash.ok()) {
     return absl::Status(hash.code(),
                         fmt::format("{} (array table: {})", std::string(hash.message()), refused));
@@ -198,37 +180,33 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan, KernelFeatures& ke
   return absl::OkStatus();
 }
 
-absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, KernelFeatures& kernel,
-                                          LiveAllocTracking tracking, bool& load_failed) {
+absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTracking tracking,
+                                          bool& load_failed) {
   load_failed = false;
   OwnedSkeleton<percpu_bpf> skel(percpu_bpf__open(), percpu_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
 
   bool legacy = false;
   if (plan.mechanism == Mechanism::kTpBtf || plan.mechanism == Mechanism::kRawTp) {
-    legacy = TracepointLayout(kernel) == Layout::kLegacy;
+    legacy = TracepointLayout() == Layout::kLegacy;
   }
   const bool table = tracking == LiveAllocTracking::kTable;
   bpf_program* alloc = nullptr;
   bpf_program* free = nullptr;  // entry probes see no pointer: frees are not matched
-  // Tracepoint programs are named percpu_{alloc,free}_<mechanism>[_legacy][_hash]
-  // (percpu.bpf.c): the argument layout, then the way live allocations are kept.
-  auto program = [&](std::string_view event, bool legacy_layout) {
-    return bpf_object__find_program_by_name(
-        skel->obj, fmt::format("percpu_{}_{}{}{}", event, MechanismName(plan.mechanism),
-                               legacy_layout ? "_legacy" : "", table ? "" : "_hash")
-                       .c_str());
-  };
+  const TrackedPrograms* programs = TrackedProgramsFor(
+      plan.mechanism, table ? LiveAllocTracking::kTable : LiveAllocTracking::kHashMap);
+  if (programs) {
+    alloc = skel->progs.*(legacy ? programs->alloc_legacy : programs->alloc);
+    free = skel->progs.*programs->free;
+  }
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
     case Mechanism::kRawTp:
-      alloc = program("alloc", legacy);
-      free = program("free", false);
       break;
     case Mechanism::kTracepoint: {
-      absl::StatusOr<TracepointFormat> format = kernel.Tracepoint(kCategory, kEvent);
+      absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
       if (!format.ok()) return format.status();
-      absl::StatusOr<TracepointFormat> free_format = kernel.Tracepoint(kCategory, kFreeEvent);
+      absl::StatusOr<TracepointFormat> free_format = kernel_.Tracepoint(kCategory, kFreeEvent);
       if (!free_format.ok()) return free_format.status();
       const TracepointField* size = format->Find("size");
       const TracepointField* ptr = format->Find("ptr");
@@ -245,8 +223,6 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, KernelFeatures
       if (const TracepointField* call_site = format->Find("call_site")) {
         skel->rodata->tp_call_site_offset = call_site->offset;
       }
-      alloc = program("alloc", false);
-      free = program("free", false);
       break;
     }
     case Mechanism::kFentry: {
@@ -265,19 +241,16 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, KernelFeatures
     return absl::InternalError("percpu programs missing from the BPF object");
   }
 
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel->obj) {
-    bpf_program__set_autoload(prog, prog == alloc || prog == free);
-  }
-  skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel.PossibleCpus());
+  EnableOnly(skel->obj, {alloc, free});
+  skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel_.PossibleCpus());
   skel->rodata->caller_from_stack_always = options_.caller_from_stack;
 
   // The table reads the comm (and the process, to keep kpathd's own allocations out of the hot
   // part) from the task where the kernel has BTF: it has bpf_get_current_task_btf wherever it
   // has the table's atomics.
-  if (table && kernel.HasVmlinuxBtf()) {
-    std::optional<uint32_t> comm = kernel.BtfMemberOffset("task_struct", "comm");
-    std::optional<uint32_t> tgid = kernel.BtfMemberOffset("task_struct", "tgid");
+  if (table && kernel_.HasVmlinuxBtf()) {
+    std::optional<uint32_t> comm = kernel_.BtfMemberOffset("task_struct", "comm");
+    std::optional<uint32_t> tgid = kernel_.BtfMemberOffset("task_struct", "tgid");
     skel->rodata->task_comm_offset = comm.value_or(0);
     if (comm && tgid) {  // the task pointer comes with the comm offset
       skel->rodata->task_tgid_offset = *tgid;
@@ -318,22 +291,6 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, KernelFeatures
     return LibbpfError("load", err);
   }
 
-  std::vector<OwnedLink> links;
-  // The free program first: an allocation is never tracked without its free being watched.
-  for (bpf_program* p : {free, alloc}) {
-    if (!p) continue;
-    bpf_link* link = nullptr;
-    if (p == alloc && plan.mechanism == Mechanism::kKprobe) {
-      std::optional<std::string> symbol = kernel.KernelFunction(plan.target);
-      if (!symbol) return absl::NotFoundError("function not in kallsyms");
-      link = bpf_program__attach_kprobe(p, /*retprobe=*/false, symbol->c_str());
-    } else {
-      link = bpf_program__attach(p);
-    }
-    if (!link) return LibbpfError(fmt::format("attach {}", bpf_program__name(p)), errno);
-    links.emplace_back(link);
-  }
-
   absl::StatusOr<KeyedCounterMaps> alloc_maps = KeyedCounterMaps::Find(skel->obj, "alloc_counts");
   if (!alloc_maps.ok()) return alloc_maps.status();
   absl::StatusOr<KeyedCounterMaps> balance_maps =
@@ -348,51 +305,22 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, KernelFeatures
     callers_map = *std::move(callers);
   }
 
-  programs_.clear();
-  for (bpf_program* p : {alloc, free}) {
-    if (p) programs_.push_back({std::string(kName), bpf_program__name(p), bpf_program__fd(p)});
-  }
+  // The free program first: an allocation is never tracked without its free being watched.
+  if (absl::Status s = AttachAndRemember({free, alloc}, plan); !s.ok()) return s;
+  ListPrograms({alloc, free});
   tracks_frees_ = free != nullptr;
   tracking_ = tracking;
   live_callers_ = std::move(callers_map);
   alloc_maps_ = *std::move(alloc_maps);
   balance_maps_ = *std::move(balance_maps);
-  links_ = std::move(links);
   skel_ = std::move(skel);
   return absl::OkStatus();
 }
 
-absl::StatusOr<MappedArray> MappedArray::Of(bpf_map* map) {
-  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  size_t bytes = size_t{bpf_map__max_entries(map)} * bpf_map__value_size(map);
-  MappedArray mapped;
-  mapped.bytes_ = (bytes + page - 1) / page * page;
-  void* m = mmap(nullptr, mapped.bytes_, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
-  if (m == MAP_FAILED) return LibbpfError(fmt::format("mmap {}", bpf_map__name(map)), errno);
-  mapped.data_ = m;
-  mapped.entries_ = bpf_map__max_entries(map);
-  return mapped;
-}
-
-MappedArray& MappedArray::operator=(MappedArray&& other) noexcept {
-  if (this != &other) {
-    if (data_) munmap(data_, bytes_);
-    data_ = std::exchange(other.data_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-    entries_ = std::exchange(other.entries_, 0);
-  }
-  return *this;
-}
-
-MappedArray::~MappedArray() {
-  if (data_) munmap(data_, bytes_);
-}
-
 void PercpuAllocProbe::Detach() {
-  links_.clear();
+  BpfProbe::Detach();
   live_callers_ = MappedArray();
   skel_.reset();
-  programs_.clear();
   alloc_maps_.reset();
   balance_maps_.reset();
   tracking_ = LiveAllocTracking::kNone;
@@ -402,9 +330,10 @@ absl::Status PercpuAllocProbe::Start() {
   if (absl::Status s = symbols_.Refresh(); !s.ok()) {
     spdlog::warn("probe {}: callers will be \"unknown\": {}", kName, std::string(s.message()));
   }
-  if (absl::Status s = StartProbe(*this, kernel_, options_.allowed, state_); !s.ok()) return s;
-  state_.detail =
-      fmt::format("{}; live allocations: {}", state_.detail, LiveAllocTrackingName(tracking_));
+  return BpfProbe::Start();
+}
+
+std::string PercpuAllocProbe::OnAttached() {
   if (tracks_frees_) {
     spdlog::info("probe {}: live allocations tracked in the {} ({} at most)", kName,
                  LiveAllocTrackingName(tracking_), options_.max_tracked_allocations);
@@ -414,10 +343,8 @@ absl::Status PercpuAllocProbe::Start() {
         "kpath_percpu_outstanding_bytes is not exported",
         kName, MechanismName(state_.mechanism));
   }
-  return absl::OkStatus();
+  return fmt::format("live allocations: {}", LiveAllocTrackingName(tracking_));
 }
-
-std::vector<OwnBpfProgram> PercpuAllocProbe::Programs() const { return programs_; }
 
 const std::string& PercpuAllocProbe::CallerName(uint64_t caller) {
   // Names change only when kallsyms is reloaded (a module came or went).
@@ -491,12 +418,9 @@ absl::Status PercpuAllocProbe::DrainCounters() {
 void PercpuAllocProbe::SumLiveBalance() {
   // Cumulative per CPU, by caller index: outstanding = allocated - freed, summed over CPUs, for
   // the indices in use (0, "unknown", and those live_callers names).
-  int ncpus = std::max(libbpf_num_possible_cpus(), 1);
-  std::vector<percpu_live_balance> per_cpu(static_cast<size_t>(ncpus));
-  uint32_t zero = 0;
-  if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.live_balance), &zero, per_cpu.data()) != 0) {
-    return;  // the last figures stay
-  }
+  absl::StatusOr<std::vector<percpu_live_balance>> per_cpu = ReadPerCpu<percpu_live_balance>(
+      bpf_map__fd(skel_->maps.live_balance), 0, "read live_balance");
+  if (!per_cpu.ok()) return;  // the last figures stay
   const auto* callers = static_cast<const uint64_t*>(live_callers_.data());
   outstanding_.clear();
   for (uint32_t index = 0; index < PERCPU_LIVE_CALLERS && index < live_callers_.entries();
@@ -504,7 +428,7 @@ void PercpuAllocProbe::SumLiveBalance() {
     uint64_t caller = index == 0 ? 0 : __atomic_load_n(&callers[index], __ATOMIC_ACQUIRE);
     if (index != 0 && caller == 0) continue;
     int64_t held = 0;
-    for (const percpu_live_balance& cpu : per_cpu) {
+    for (const percpu_live_balance& cpu : *per_cpu) {
       held += static_cast<int64_t>(cpu.callers[index].allocated_bytes) -
               static_cast<int64_t>(cpu.callers[index].freed_bytes);
     }
@@ -519,14 +443,10 @@ absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
   }
   if (absl::Status s = DrainCounters(); !s.ok()) return s;
 
-  // Event counters are cumulative in the kernel: sum the CPUs.
-  int ncpus = libbpf_num_possible_cpus();
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(std::max(ncpus, 1)));
+  // Event counters are cumulative in the kernel: sum the CPUs (a failed read keeps the last).
   for (uint32_t e = 0; e < PERCPU_EVENT_MAX; ++e) {
-    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.events), &e, per_cpu.data()) != 0) continue;
-    uint64_t sum = 0;
-    for (uint64_t v : per_cpu) sum += v;
-    events_[e] = sum;
+    absl::StatusOr<uint64_t> sum = SumPerCpu(bpf_map__fd(skel_->maps.events), e, "read events");
+    if (sum.ok()) events_[e] = *sum;
   }
 
   FamilyBuilder allocs(percpu_metrics::kAllocsTotal);

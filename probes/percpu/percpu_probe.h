@@ -12,26 +12,18 @@
 #include <vector>
 
 #include "probes/collect/bpf_handles.h"
-#include "probes/collect/collector.h"
+#include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/keyed_counter_maps.h"
-#include "probes/collect/probe_attacher.h"
 #include "probes/kernel/kernel_features.h"
 #include "probes/kernel/kernel_symbolizer.h"
+#include "probes/percpu/percpu_caller.h"
 
 struct percpu_bpf;
 struct bpf_map;
 
 namespace kpath {
-
-// True for frames that are not the allocation's real caller: the percpu allocator itself and
-// the tracing plumbing between the tracepoint and the program (bpf_trace_run*, __bpf_trace_*,
-// perf_trace_*, kprobe and ftrace trampolines).
-bool IsPercpuPlumbingFrame(std::string_view function);
-
-// The caller of a percpu allocation: the first frame that is not plumbing, "unknown" if none.
-// (Frames are __u64, which is unsigned long long, as the BPF side writes them.)
-std::string PercpuCallerName(std::span<const unsigned long long> frames, KernelSymbolizer& symbols);
 
 // Where the BPF programs keep live allocations until their free (see percpu.bpf.c).
 enum class LiveAllocTracking {
@@ -40,23 +32,6 @@ enum class LiveAllocTracking {
   kHashMap,  // hash map: kernels whose verifier refuses the table's atomics
 };
 std::string_view LiveAllocTrackingName(LiveAllocTracking tracking);
-
-// A read-only mmap of a BPF array map created with BPF_F_MMAPABLE; unmapped when destroyed.
-class MappedArray {
- public:
-  static absl::StatusOr<MappedArray> Of(bpf_map* map);
-  MappedArray() = default;
-  MappedArray(MappedArray&& other) noexcept { *this = std::move(other); }
-  MappedArray& operator=(MappedArray&& other) noexcept;
-  ~MappedArray();
-  const void* data() const { return data_; }
-  size_t entries() const { return entries_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-  size_t entries_ = 0;
-};
 
 struct PercpuProbeOptions {
   std::vector<Mechanism> allowed;  // empty: all, in the probe's order
@@ -67,7 +42,7 @@ struct PercpuProbeOptions {
   bool live_table = true;
 };
 
-class PercpuAllocProbe final : public Collector, public AttachableProbe {
+class PercpuAllocProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "percpu_alloc";
   static constexpr std::string_view kCategory = "percpu";
@@ -77,44 +52,32 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   PercpuAllocProbe(KernelFeatures& kernel, HostPaths paths, PercpuProbeOptions options);
   ~PercpuAllocProbe() override;
 
-  // Collector
-  std::string_view Name() const override { return kName; }
+  // Refreshes kallsyms (for callers' names), then attaches.
   absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
-  void Stop() override { Detach(); }
-  std::vector<ProbeState> Probes() const override { return {state_}; }
-  std::vector<OwnBpfProgram> Programs() const override;
   void SetLabelLimits(const LabelLimits& limits) override;
-  std::string StatusFragment() const override { return status_; }
-
-  // AttachableProbe
-  std::string_view ProbeName() const override { return kName; }
   std::vector<AttachPlan> Plans() const override;
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Supported(const AttachPlan& plan) override;
+  absl::Status Attach(const AttachPlan& plan) override;
   void Detach() override;
 
  private:
+  std::string OnAttached() override;
   // Which argument layout the tracepoint has (see percpu.bpf.c).
   enum class Layout { kUnknown, kWithBytesAlloc, kLegacy };
-  Layout TracepointLayout(KernelFeatures& kernel);
+  Layout TracepointLayout();
   // Loads and attaches `plan` with live allocations kept the `tracking` way. On a failed load
   // (not a failed attach), `load_failed` is set.
-  absl::Status AttachWith(const AttachPlan& plan, KernelFeatures& kernel,
-                          LiveAllocTracking tracking, bool& load_failed);
+  absl::Status AttachWith(const AttachPlan& plan, LiveAllocTracking tracking, bool& load_failed);
   absl::Status DrainCounters();
   // Outstanding bytes by caller from the table's live_balance.
   void SumLiveBalance();
   // The function name of a caller word (see percpu.h: a call site or a stack id).
   const std::string& CallerName(uint64_t caller);
 
-  KernelFeatures& kernel_;
   HostPaths paths_;
   PercpuProbeOptions options_;
-  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
   OwnedSkeleton<percpu_bpf> skel_{nullptr, nullptr};
-  std::vector<OwnedLink> links_;
-  std::vector<OwnBpfProgram> programs_;
   bool tracks_frees_ = false;
   LiveAllocTracking tracking_ = LiveAllocTracking::kNone;
   MappedArray live_callers_;  // the live_callers map (kTable)
@@ -129,7 +92,6 @@ class PercpuAllocProbe final : public Collector, public AttachableProbe {
   std::map<std::string, int64_t> outstanding_;  // caller -> bytes allocated and not freed
   std::vector<uint64_t> events_;                // enum percpu_event, cumulative
   absl::Time last_collect_ = absl::InfinitePast();
-  std::string status_;
 };
 
 }  // namespace kpath

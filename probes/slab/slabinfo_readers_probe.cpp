@@ -12,6 +12,7 @@
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "probes/collect/bpf_maps.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/label_values.h"
 #include "probes/slab/slab_metrics.h"
@@ -40,8 +41,7 @@ std::string TracepointTarget() { return "syscalls:sys_enter_openat,open,openat2"
 
 SlabinfoReadersProbe::SlabinfoReadersProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed,
                                            LabelLimits labels)
-    : kernel_(kernel),
-      allowed_(std::move(allowed)),
+    : BpfProbe(kName, kernel, std::move(allowed)),
       readers_({"comm"}, {static_cast<size_t>(labels.comm)}, 1) {}
 
 SlabinfoReadersProbe::~SlabinfoReadersProbe() { Detach(); }
@@ -54,12 +54,11 @@ std::vector<AttachPlan> SlabinfoReadersProbe::Plans() const {
   };
 }
 
-std::vector<std::pair<std::string, int>> SlabinfoReadersProbe::OpenSyscalls(KernelFeatures& kernel,
-                                                                            std::string* why) {
+std::vector<std::pair<std::string, int>> SlabinfoReadersProbe::OpenSyscalls(std::string* why) {
   std::vector<std::pair<std::string, int>> found;
   std::vector<std::string> problems;
   for (const OpenSyscall& sc : kOpenSyscalls) {
-    absl::StatusOr<TracepointFormat> format = kernel.Tracepoint("syscalls", sc.event);
+    absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint("syscalls", sc.event);
     if (!format.ok()) {
       if (!absl::IsNotFound(format.status())) {
         problems.push_back(std::string(format.status().message()));
@@ -78,21 +77,21 @@ std::vector<std::pair<std::string, int>> SlabinfoReadersProbe::OpenSyscalls(Kern
   return found;
 }
 
-absl::Status SlabinfoReadersProbe::Supported(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status SlabinfoReadersProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kFentry:
-      if (!kernel.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      if (!kernel.BtfHasFunction(kOpenFunction)) return absl::NotFoundError("function not in BTF");
+      if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
+      if (!kernel_.BtfHasFunction(kOpenFunction)) return absl::NotFoundError("function not in BTF");
       return absl::OkStatus();
     case Mechanism::kKprobe:
-      if (absl::Status s = kernel.KprobesAvailable(); !s.ok()) return s;
-      if (!kernel.KernelFunction(kOpenFunction)) {
+      if (absl::Status s = kernel_.KprobesAvailable(); !s.ok()) return s;
+      if (!kernel_.KernelFunction(kOpenFunction)) {
         return absl::NotFoundError("function not in kallsyms");
       }
       return absl::OkStatus();
     case Mechanism::kTracepoint: {
       std::string why;
-      std::vector<std::pair<std::string, int>> syscalls = OpenSyscalls(kernel, &why);
+      std::vector<std::pair<std::string, int>> syscalls = OpenSyscalls(&why);
       bool openat = std::any_of(syscalls.begin(), syscalls.end(),
                                 [](const auto& s) { return s.first == "sys_enter_openat"; });
       if (!openat) {
@@ -106,7 +105,7 @@ absl::Status SlabinfoReadersProbe::Supported(const AttachPlan& plan, KernelFeatu
   }
 }
 
-absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan, KernelFeatures& kernel) {
+absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan) {
   Detach();
   OwnedSkeleton<slabinfo_readers_bpf> skel(slabinfo_readers_bpf__open(),
                                            slabinfo_readers_bpf__destroy);
@@ -123,7 +122,7 @@ absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan, KernelFeatures
       chosen = {skel->progs.slabinfo_open_kprobe};
       break;
     case Mechanism::kTracepoint:
-      syscalls = OpenSyscalls(kernel, nullptr);
+      syscalls = OpenSyscalls(nullptr);
       for (const auto& [event, arg] : syscalls) {
         if (event == "sys_enter_openat") chosen.push_back(skel->progs.slabinfo_openat_tracepoint);
         if (event == "sys_enter_open") chosen.push_back(skel->progs.slabinfo_open_tracepoint);
@@ -134,29 +133,14 @@ absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan, KernelFeatures
     default:
       return absl::UnimplementedError("mechanism not offered by this probe");
   }
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel->obj) {
-    bpf_program__set_autoload(prog, std::find(chosen.begin(), chosen.end(), prog) != chosen.end());
-  }
+  EnableOnly(skel->obj, chosen);
   if (int err = slabinfo_readers_bpf__load(skel.get()); err) return LibbpfError("load", err);
 
   absl::StatusOr<KeyedCounterMaps> maps = KeyedCounterMaps::Find(skel->obj, "slabinfo_reads");
   if (!maps.ok()) return maps.status();
 
-  std::vector<OwnedLink> links;
-  for (bpf_program* p : chosen) {
-    bpf_link* link = nullptr;
-    if (plan.mechanism == Mechanism::kKprobe) {
-      std::optional<std::string> symbol = kernel.KernelFunction(kOpenFunction);
-      if (!symbol) return absl::NotFoundError("function not in kallsyms");
-      link = bpf_program__attach_kprobe(p, /*retprobe=*/false, symbol->c_str());
-    } else {
-      link = bpf_program__attach(p);
-    }
-    if (!link) return LibbpfError(fmt::format("attach {}", bpf_program__name(p)), errno);
-    links.emplace_back(link);
-  }
-  links_ = std::move(links);
+  if (absl::Status s = AttachAndRemember(chosen, plan); !s.ok()) return s;
+  programs_ = LoadedPrograms(kName, skel->obj);
   counts_ = *std::move(maps);
   unreadable_fd_ = bpf_map__fd(skel->maps.slabinfo_unreadable);
   skel_ = std::move(skel);
@@ -164,27 +148,10 @@ absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan, KernelFeatures
 }
 
 void SlabinfoReadersProbe::Detach() {
-  links_.clear();
+  BpfProbe::Detach();
   counts_.reset();
   skel_.reset();
   unreadable_fd_ = -1;
-}
-
-absl::Status SlabinfoReadersProbe::Start() {
-  if (absl::Status s = StartProbe(*this, kernel_, allowed_, state_); !s.ok()) return s;
-  return absl::OkStatus();
-}
-
-std::vector<OwnBpfProgram> SlabinfoReadersProbe::Programs() const {
-  std::vector<OwnBpfProgram> programs;
-  if (!skel_) return programs;
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel_->obj) {
-    if (!bpf_program__autoload(prog)) continue;
-    int fd = bpf_program__fd(prog);
-    if (fd >= 0) programs.push_back({std::string(kName), bpf_program__name(prog), fd});
-  }
-  return programs;
 }
 
 void SlabinfoReadersProbe::SetLabelLimits(const LabelLimits& labels) {
@@ -228,18 +195,11 @@ absl::Status SlabinfoReadersProbe::Collect(MetricFamilies& out) {
   readers_.AppendTo(reads, 0);
   reads.AppendTo(out);
 
-  int ncpus = libbpf_num_possible_cpus();
-  if (ncpus <= 0) return LibbpfError("libbpf_num_possible_cpus", ncpus);
-  std::vector<__u64> per_cpu(static_cast<size_t>(ncpus));
-  __u32 zero = 0;
-  if (bpf_map_lookup_elem(unreadable_fd_, &zero, per_cpu.data()) != 0) {
-    return LibbpfError("read slabinfo_unreadable", errno);
-  }
-  __u64 unreadable = 0;
-  for (__u64 v : per_cpu) unreadable += v;
+  absl::StatusOr<uint64_t> unreadable = SumPerCpu(unreadable_fd_, 0, "read slabinfo_unreadable");
+  if (!unreadable.ok()) return unreadable.status();
   FamilyBuilder(health_metrics::kEventsLostTotal)
       .Add({{"probe", std::string(kName)}, {"reason", "path_unreadable"}},
-           static_cast<double>(unreadable))
+           static_cast<double>(*unreadable))
       .AppendTo(out);
   return absl::OkStatus();
 }

@@ -9,11 +9,10 @@
 #include <vector>
 
 #include "probes/collect/bpf_handles.h"
-#include "probes/collect/collector.h"
+#include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
-#include "probes/collect/probe_attacher.h"
 #include "probes/kernel/kernel_features.h"
 
 struct slabinfo_readers_bpf;
@@ -21,7 +20,7 @@ struct bpf_link;
 
 namespace kpath {
 
-class SlabinfoReadersProbe final : public Collector, public AttachableProbe {
+class SlabinfoReadersProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "slabinfo_readers";
   // The kernel's open method of /proc/slabinfo (mm/slab_common.c).
@@ -30,36 +29,21 @@ class SlabinfoReadersProbe final : public Collector, public AttachableProbe {
   SlabinfoReadersProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed, LabelLimits labels);
   ~SlabinfoReadersProbe() override;
 
-  // Collector
-  std::string_view Name() const override { return kName; }
-  absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
-  void Stop() override { Detach(); }
-  std::vector<ProbeState> Probes() const override { return {state_}; }
-  std::vector<OwnBpfProgram> Programs() const override;
   void SetLabelLimits(const LabelLimits& labels) override;
-  std::string StatusFragment() const override { return status_; }
-
-  // AttachableProbe
-  std::string_view ProbeName() const override { return kName; }
   std::vector<AttachPlan> Plans() const override;
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override;
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures& kernel) override;
+  absl::Status Supported(const AttachPlan& plan) override;
+  absl::Status Attach(const AttachPlan& plan) override;
   void Detach() override;
 
  private:
   // The open syscalls this kernel has, with where their filename argument is ("openat" -> 1).
-  std::vector<std::pair<std::string, int>> OpenSyscalls(KernelFeatures& kernel, std::string* why);
+  std::vector<std::pair<std::string, int>> OpenSyscalls(std::string* why);
 
-  KernelFeatures& kernel_;
-  std::vector<Mechanism> allowed_;
-  ProbeState state_{std::string(kName), Mechanism::kNone, "not started"};
   OwnedSkeleton<slabinfo_readers_bpf> skel_{nullptr, nullptr};
-  std::vector<OwnedLink> links_;
   std::optional<KeyedCounterMaps> counts_;
   int unreadable_fd_ = -1;
   FoldedCounters readers_;
-  std::string status_;
 };
 
 }  // namespace kpath

@@ -468,7 +468,7 @@ TEST_CASE("real kernel: the madvise kprobe programs pass the verifier where kpro
     INFO(target);
     // do_madvise's argument layout comes from BTF; without it the target is refused earlier.
     if (target == "do_madvise" && !features.HasVmlinuxBtf()) continue;
-    absl::Status s = probe.Attach({kpath::Mechanism::kKprobe, target}, features);
+    absl::Status s = probe.Attach({kpath::Mechanism::kKprobe, target});
     probe.Detach();
     if (s.ok()) continue;  // a kernel with kprobes: attached and detached
     // Attached but off the system call's path (do_madvise inlined into it, as on Debian 11's

@@ -100,16 +100,16 @@ std::string Table(const std::vector<PlanCount>& counts) {
 // Attaches `probe` with `plan` alone; false (after failing the test where the kernel is known
 // to have the mechanism, or warning why) when it cannot.
 bool AttachAlone(kpath::AttachableProbe& probe, const kpath::AttachPlan& plan,
-                 kpath::KernelFeatures& kernel, const std::string& probe_name) {
+                 const std::string& probe_name) {
   std::string mechanism(kpath::MechanismName(plan.mechanism));
-  absl::Status supported = probe.Supported(plan, kernel);
+  absl::Status supported = probe.Supported(plan);
   if (!supported.ok()) {
     // A function this kernel does not have (pcpu_alloc_noprof before 6.10), or no kprobes at all.
     INFO(mechanism << " " << plan.target << ": " << supported.message());
     CHECK_FALSE(MustAttach(probe_name + "_functions", plan.target));
     return false;
   }
-  absl::Status attached = probe.Attach(plan, kernel);
+  absl::Status attached = probe.Attach(plan);
   if (attached.ok()) return true;
   if (kpath::IsBlindHook(attached)) {
     // The mechanism works; this function is off the path of the calls it should see (the
@@ -179,7 +179,7 @@ TEST_CASE("percpu: every plan this kernel supports, attached alone, counts the s
   kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(), {});
   for (const kpath::AttachPlan& plan : probe.Plans()) {
     std::string name = fmt::format("{} {}", kpath::MechanismName(plan.mechanism), plan.target);
-    if (!AttachAlone(probe, plan, kernel, "percpu_alloc")) continue;
+    if (!AttachAlone(probe, plan, "percpu_alloc")) continue;
     std::string comm = fmt::format("kpm-{}", counts.size());
     kpath::MetricFamilies before;
     REQUIRE(probe.Collect(before).ok());
@@ -289,7 +289,7 @@ TEST_CASE(
       DYNAMIC_SECTION(name) {
         kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(), {.live_table = table});
         const kpath::AttachPlan plan{mechanism, "percpu:percpu_alloc_percpu"};
-        if (!AttachAlone(probe, plan, kernel, "percpu_alloc")) continue;
+        if (!AttachAlone(probe, plan, "percpu_alloc")) continue;
         if (table && !TableLoadedOrRefused(probe)) continue;
         for (const kpath::OwnBpfProgram& program : probe.Programs()) {
           CHECK(program.program.ends_with("_hash") == !table);
@@ -357,7 +357,7 @@ TEST_CASE(
           kernel, kpath::HostPaths(),
           {.max_tracked_allocations = 2 * kElements, .live_table = table});
       const kpath::AttachPlan plan{kpath::Mechanism::kTpBtf, "percpu:percpu_alloc_percpu"};
-      if (!AttachAlone(probe, plan, kernel, "percpu_alloc")) continue;
+      if (!AttachAlone(probe, plan, "percpu_alloc")) continue;
       if (table && !TableLoadedOrRefused(probe)) continue;
       kpath::MetricFamilies before, held, after;
       REQUIRE(probe.Collect(before).ok());
@@ -418,7 +418,7 @@ TEST_CASE("madvise: every plan this kernel supports, attached alone, counts exac
   kpath::MadviseProbe probe(kernel, {});
   for (const kpath::AttachPlan& plan : probe.Plans()) {
     std::string name = fmt::format("{} {}", kpath::MechanismName(plan.mechanism), plan.target);
-    if (!AttachAlone(probe, plan, kernel, "madvise")) continue;
+    if (!AttachAlone(probe, plan, "madvise")) continue;
     std::string comm = fmt::format("kmm-{}", counts.size());
     kpath::MetricFamilies before;
     REQUIRE(probe.Collect(before).ok());

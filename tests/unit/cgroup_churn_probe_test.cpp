@@ -72,9 +72,9 @@ TEST_CASE("on the 6.18 fixture tree (no BTF) only the classic tracepoint is supp
   CHECK(plans[1].mechanism == Mechanism::kRawTp);
   CHECK(plans[2].mechanism == Mechanism::kTracepoint);
   CHECK(plans[0].target == "cgroup:cgroup_mkdir/cgroup_rmdir");
-  CHECK_FALSE(probe.Supported(plans[0], kernel).ok());
-  CHECK(probe.Supported(plans[2], kernel).ok());
-  CHECK(probe.Supported({Mechanism::kKprobe, "cgroup_mkdir"}, kernel).code() ==
+  CHECK_FALSE(probe.Supported(plans[0]).ok());
+  CHECK(probe.Supported(plans[2]).ok());
+  CHECK(probe.Supported({Mechanism::kKprobe, "cgroup_mkdir"}).code() ==
         absl::StatusCode::kUnimplemented);
 }
 

@@ -70,10 +70,10 @@ class FakeIrqOffKernel final : public IrqOffKernel {
 };
 
 // The first plan Supported() accepts, as AttachFirstSupported would try it.
-std::optional<AttachPlan> FirstSupported(IrqOffProbe& probe, KernelFeatures& kernel,
+std::optional<AttachPlan> FirstSupported(IrqOffProbe& probe,
                                          std::vector<std::string>* reasons = nullptr) {
   for (const AttachPlan& plan : probe.Plans()) {
-    absl::Status s = probe.Supported(plan, kernel);
+    absl::Status s = probe.Supported(plan);
     if (s.ok()) return plan;
     if (reasons) reasons->push_back(std::string(s.message()));
   }
@@ -113,7 +113,7 @@ TEST_CASE("a kernel like the development VM (no preemptirq, no PMU) gets softwar
           "[irqoff][mechanisms]") {
   ProbeUnderTest t;
   std::vector<std::string> reasons;
-  std::optional<AttachPlan> plan = FirstSupported(*t.probe, t.kernel, &reasons);
+  std::optional<AttachPlan> plan = FirstSupported(*t.probe, &reasons);
   REQUIRE(plan);
   CHECK(plan->target.rfind("cpu-clock", 0) == 0);
   REQUIRE(reasons.size() == 4);
@@ -125,27 +125,27 @@ TEST_CASE("a kernel like the development VM (no preemptirq, no PMU) gets softwar
 TEST_CASE("a kernel with an NMI-capable PMU gets NMI sampling", "[irqoff][mechanisms]") {
   ProbeUnderTest t;
   t.irq->pmu_nmi = true;
-  std::optional<AttachPlan> plan = FirstSupported(*t.probe, t.kernel);
+  std::optional<AttachPlan> plan = FirstSupported(*t.probe);
   REQUIRE(plan);
   CHECK(plan->mechanism == Mechanism::kPerfEvent);
   CHECK(plan->target.rfind("cycles NMI", 0) == 0);
   // Without the software clock that stamps "IRQs on", NMIs alone are no use.
   t.irq->software = false;
-  CHECK_FALSE(FirstSupported(*t.probe, t.kernel));
+  CHECK_FALSE(FirstSupported(*t.probe));
 }
 
 TEST_CASE("a debug kernel with preemptirq tracepoints gets exact lengths", "[irqoff][mechanisms]") {
   ProbeUnderTest t;
   t.irq->pmu_nmi = true;
   t.kernel.btf_tracepoints = {"irq_disable", "irq_enable"};
-  std::optional<AttachPlan> plan = FirstSupported(*t.probe, t.kernel);
+  std::optional<AttachPlan> plan = FirstSupported(*t.probe);
   REQUIRE(plan);
   CHECK(plan->mechanism == Mechanism::kTpBtf);
 
   // Without BTF: raw tracepoints, found through kallsyms or tracefs.
   t.kernel.btf = false;
   t.kernel.tracepoints = {"preemptirq:irq_disable", "preemptirq:irq_enable"};
-  plan = FirstSupported(*t.probe, t.kernel);
+  plan = FirstSupported(*t.probe);
   REQUIRE(plan);
   CHECK(plan->mechanism == Mechanism::kRawTp);
 
@@ -161,7 +161,7 @@ TEST_CASE("a debug kernel with preemptirq tracepoints gets exact lengths", "[irq
   format->name = "irq_enable";
   u.kernel.formats["preemptirq:irq_enable"] = *format;
   AttachPlan tracepoint = u.probe->Plans()[2];
-  CHECK(u.probe->Supported(tracepoint, u.kernel).ok());
+  CHECK(u.probe->Supported(tracepoint).ok());
 }
 
 TEST_CASE("a threshold under two timer periods is refused before anything loads",

@@ -145,7 +145,7 @@ TEST_CASE("madvise mechanisms are supported where the kernel has what each needs
   FakeKernel kernel = Linux618();
   MadviseProbe probe(kernel, {});
   auto supported = [&](Mechanism m, const std::string& target) {
-    return probe.Supported({m, target}, kernel);
+    return probe.Supported({m, target});
   };
   CHECK(supported(Mechanism::kFentry, "__x64_sys_madvise").ok());
   CHECK(supported(Mechanism::kFentry, "do_madvise").ok());
@@ -190,29 +190,29 @@ TEST_CASE("process_madvise is hooked alongside madvise without double counting",
   FakeKernel kernel = Linux618();
   MadviseProbe probe(kernel, {});
   SECTION("tracepoint: its own syscall tracepoint") {
-    auto c = probe.CompanionFor({Mechanism::kTracepoint, "syscalls:sys_enter_madvise"}, kernel);
+    auto c = probe.CompanionFor({Mechanism::kTracepoint, "syscalls:sys_enter_madvise"});
     CHECK(c.target == "syscalls:sys_enter_process_madvise");
   }
   SECTION("tracepoint on a kernel before process_madvise (5.10)") {
     kernel.tracepoints = {"syscalls/sys_enter_madvise"};
-    auto c = probe.CompanionFor({Mechanism::kTracepoint, "syscalls:sys_enter_madvise"}, kernel);
+    auto c = probe.CompanionFor({Mechanism::kTracepoint, "syscalls:sys_enter_madvise"});
     CHECK_FALSE(c.target.has_value());
     CHECK(c.reason.find("no syscalls:sys_enter_process_madvise tracepoint") == 0);
   }
   SECTION("a syscall wrapper: the matching process_madvise wrapper") {
-    CHECK(probe.CompanionFor({Mechanism::kFentry, "__x64_sys_madvise"}, kernel).target ==
+    CHECK(probe.CompanionFor({Mechanism::kFentry, "__x64_sys_madvise"}).target ==
           "__x64_sys_process_madvise");
-    CHECK(probe.CompanionFor({Mechanism::kKprobe, "__x64_sys_madvise"}, kernel).target ==
+    CHECK(probe.CompanionFor({Mechanism::kKprobe, "__x64_sys_madvise"}).target ==
           "__x64_sys_process_madvise");
   }
   SECTION("do_madvise with vector_madvise (6.13+): process_madvise has its own hook") {
-    CHECK(probe.CompanionFor({Mechanism::kFentry, "do_madvise"}, kernel).target ==
+    CHECK(probe.CompanionFor({Mechanism::kFentry, "do_madvise"}).target ==
           "__x64_sys_process_madvise");
   }
   SECTION("do_madvise without vector_madvise: process_madvise ranges already reach it") {
     kernel.btf_functions.erase("vector_madvise");
     kernel.kallsyms.erase("vector_madvise");
-    auto c = probe.CompanionFor({Mechanism::kFentry, "do_madvise"}, kernel);
+    auto c = probe.CompanionFor({Mechanism::kFentry, "do_madvise"});
     CHECK_FALSE(c.target.has_value());
     CHECK(c.reason.find("calls do_madvise once per range") != std::string::npos);
   }
@@ -250,13 +250,13 @@ TEST_CASE("tlb_flush mechanisms: tp_btf, raw_tp, then the classic tracepoint", "
   CHECK(probe.Plans()[0].mechanism == Mechanism::kTpBtf);
   CHECK(probe.Plans()[2].target == "tlb:tlb_flush");
   // arm64: no tlb_flush tracepoint anywhere.
-  CHECK(probe.Supported({Mechanism::kRawTp, "tlb:tlb_flush"}, kernel).code() ==
+  CHECK(probe.Supported({Mechanism::kRawTp, "tlb:tlb_flush"}).code() ==
         absl::StatusCode::kNotFound);
-  CHECK(probe.Supported({Mechanism::kTracepoint, "tlb:tlb_flush"}, kernel).code() ==
+  CHECK(probe.Supported({Mechanism::kTracepoint, "tlb:tlb_flush"}).code() ==
         absl::StatusCode::kNotFound);
   kernel.tracepoints = {"tlb/tlb_flush"};
-  CHECK(probe.Supported({Mechanism::kRawTp, "tlb:tlb_flush"}, kernel).ok());
-  CHECK(probe.Supported({Mechanism::kTracepoint, "tlb:tlb_flush"}, kernel).ok());
+  CHECK(probe.Supported({Mechanism::kRawTp, "tlb:tlb_flush"}).ok());
+  CHECK(probe.Supported({Mechanism::kTracepoint, "tlb:tlb_flush"}).ok());
 }
 
 TEST_CASE("madvise.storm_calls_per_second is read, bounded and defaults to 1000", "[config]") {

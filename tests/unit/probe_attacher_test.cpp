@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "probes/collect/bpf_probe.h"
 #include "probes/collect/probe_attacher.h"
 
 using namespace kpath;
@@ -43,6 +44,7 @@ class FakeKernel final : public KernelFeatures {
 // A probe whose plans are checked against the fake kernel and whose attach can be made to fail.
 class FakeProbe final : public AttachableProbe {
  public:
+  explicit FakeProbe(KernelFeatures& kernel) : kernel_(kernel) {}
   std::set<Mechanism> attach_fails;
   std::set<Mechanism> attach_blind;  // attaches, then its check event does not arrive
   std::vector<Mechanism> attempted;
@@ -54,33 +56,68 @@ class FakeProbe final : public AttachableProbe {
                                    {Mechanism::kTracepoint, "cat:event"},
                                    {Mechanism::kKprobe, "some_function"}};
   std::vector<AttachPlan> Plans() const override { return plans; }
-  absl::Status Supported(const AttachPlan& plan, KernelFeatures& kernel) override {
+  absl::Status Supported(const AttachPlan& plan) override {
     switch (plan.mechanism) {
       case Mechanism::kTpBtf:
-        return kernel.HasVmlinuxBtf() ? absl::OkStatus() : absl::UnavailableError("no BTF");
+        return kernel_.HasVmlinuxBtf() ? absl::OkStatus() : absl::UnavailableError("no BTF");
       case Mechanism::kTracepoint:
-        return kernel.Tracepoint("cat", "event").status();
+        return kernel_.Tracepoint("cat", "event").status();
       case Mechanism::kKprobe:
-        return kernel.KprobesAvailable();
+        return kernel_.KprobesAvailable();
       default:
         return absl::OkStatus();
     }
   }
-  absl::Status Attach(const AttachPlan& plan, KernelFeatures&) override {
+  absl::Status Attach(const AttachPlan& plan) override {
     attempted.push_back(plan.mechanism);
     if (attach_fails.count(plan.mechanism)) return absl::PermissionDeniedError("load: EPERM");
     if (attach_blind.count(plan.mechanism)) return BlindHookError("the check call did not arrive");
     return absl::OkStatus();
   }
   void Detach() override { ++detached; }
+
+ private:
+  KernelFeatures& kernel_;
+};
+
+// A BpfProbe whose Attach only counts: the base's Start, Probes and Stop around it.
+class FakeBpfProbe final : public BpfProbe {
+ public:
+  FakeBpfProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed)
+      : BpfProbe("fake_bpf", kernel, std::move(allowed)) {}
+  ~FakeBpfProbe() override { Detach(); }
+  int attached = 0;
+  int detached = 0;
+
+  std::vector<AttachPlan> Plans() const override {
+    return {{Mechanism::kTpBtf, "cat:event"}, {Mechanism::kRawTp, "cat:event"}};
+  }
+  absl::Status Supported(const AttachPlan& plan) override {
+    if (plan.mechanism == Mechanism::kTpBtf && !kernel_.HasVmlinuxBtf()) {
+      return absl::UnavailableError("no BTF");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Attach(const AttachPlan&) override {
+    ++attached;
+    return absl::OkStatus();
+  }
+  absl::Status Collect(MetricFamilies&) override { return absl::OkStatus(); }
+  void Detach() override {
+    BpfProbe::Detach();
+    ++detached;
+  }
+
+ private:
+  std::string OnAttached() override { return "keyed by something"; }
 };
 
 }  // namespace
 
 TEST_CASE("the first supported mechanism is attached and reported", "[attach]") {
   FakeKernel kernel;
-  FakeProbe probe;
-  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  FakeProbe probe(kernel);
+  ProbeState state = AttachFirstSupported(probe, {});
   CHECK(state.mechanism == Mechanism::kTpBtf);
   CHECK(state.probe == "fake");
   CHECK(state.detail == "tp_btf cat:event");
@@ -90,18 +127,18 @@ TEST_CASE("the first supported mechanism is attached and reported", "[attach]") 
 TEST_CASE("without BTF the probe falls back to raw_tp without trying tp_btf", "[attach]") {
   FakeKernel kernel;
   kernel.btf = false;
-  FakeProbe probe;
-  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  FakeProbe probe(kernel);
+  ProbeState state = AttachFirstSupported(probe, {});
   CHECK(state.mechanism == Mechanism::kRawTp);
   CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kRawTp});
 }
 
 TEST_CASE("a mechanism whose load fails falls through to the next one", "[attach]") {
   FakeKernel kernel;
-  FakeProbe probe;
+  FakeProbe probe(kernel);
   probe.attach_fails = {Mechanism::kTpBtf, Mechanism::kRawTp};
   kernel.kprobes = true;
-  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  ProbeState state = AttachFirstSupported(probe, {});
   // tracepoint is unsupported (no tracefs), so kprobe is next.
   CHECK(state.mechanism == Mechanism::kKprobe);
   CHECK(probe.attempted ==
@@ -111,8 +148,8 @@ TEST_CASE("a mechanism whose load fails falls through to the next one", "[attach
 TEST_CASE("the configured mechanisms restrict the choice, in the probe's order", "[attach]") {
   FakeKernel kernel;
   kernel.kprobes = true;
-  FakeProbe probe;
-  ProbeState state = AttachFirstSupported(probe, kernel, {Mechanism::kKprobe, Mechanism::kRawTp});
+  FakeProbe probe(kernel);
+  ProbeState state = AttachFirstSupported(probe, {Mechanism::kKprobe, Mechanism::kRawTp});
   CHECK(state.mechanism == Mechanism::kRawTp);
   CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kRawTp});
 }
@@ -120,9 +157,9 @@ TEST_CASE("the configured mechanisms restrict the choice, in the probe's order",
 TEST_CASE("when nothing attaches the state is none with every reason", "[attach]") {
   FakeKernel kernel;
   kernel.btf = false;
-  FakeProbe probe;
+  FakeProbe probe(kernel);
   probe.attach_fails = {Mechanism::kRawTp};
-  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  ProbeState state = AttachFirstSupported(probe, {});
   CHECK(state.mechanism == Mechanism::kNone);
   CHECK_THAT(state.detail, Catch::Contains("tp_btf cat:event: no BTF"));
   CHECK_THAT(state.detail, Catch::Contains("raw_tp cat:event: load: EPERM"));
@@ -132,8 +169,8 @@ TEST_CASE("when nothing attaches the state is none with every reason", "[attach]
 
 TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[attach]") {
   FakeKernel kernel;
-  FakeProbe probe;
-  ProbeState state = AttachFirstSupported(probe, kernel, {Mechanism::kFentry});
+  FakeProbe probe(kernel);
+  ProbeState state = AttachFirstSupported(probe, {Mechanism::kFentry});
   CHECK(state.mechanism == Mechanism::kNone);
   CHECK(probe.attempted.empty());
   CHECK_THAT(state.detail, Catch::Contains("not in the configured mechanisms"));
@@ -143,24 +180,24 @@ TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[atta
   CHECK_THAT(
       state.detail,
       Catch::Contains("tp_btf cat:event: not in the configured mechanisms (supported here)"));
-  CHECK_FALSE(StartProbe(probe, kernel, {Mechanism::kFentry}, state).ok());
+  CHECK_FALSE(StartProbe(probe, {Mechanism::kFentry}, state).ok());
 }
 
 TEST_CASE("leaving out only a costly mechanism the kernel has is off by configuration",
           "[attach]") {
   FakeKernel kernel;  // no kprobes: the cheap plan cannot serve
-  FakeProbe probe;
+  FakeProbe probe(kernel);
   probe.plans = {{Mechanism::kKprobe, "some_function"},
                  {Mechanism::kRawTp, "raw_syscalls:sys_enter", /*costly=*/true}};
   ProbeState state;
-  CHECK(StartProbe(probe, kernel, {Mechanism::kKprobe}, state).ok());
+  CHECK(StartProbe(probe, {Mechanism::kKprobe}, state).ok());
   CHECK(state.mechanism == Mechanism::kNone);
   CHECK(state.excluded_by_config);
   CHECK(probe.attempted.empty());
   CHECK_THAT(state.detail, Catch::Contains("raw_tp raw_syscalls:sys_enter: not in the configured "
                                            "mechanisms (supported here)"));
   // Asked for, the costly plan attaches.
-  CHECK(StartProbe(probe, kernel, {Mechanism::kKprobe, Mechanism::kRawTp}, state).ok());
+  CHECK(StartProbe(probe, {Mechanism::kKprobe, Mechanism::kRawTp}, state).ok());
   CHECK(state.mechanism == Mechanism::kRawTp);
   CHECK_FALSE(state.excluded_by_config);
 }
@@ -168,12 +205,12 @@ TEST_CASE("leaving out only a costly mechanism the kernel has is off by configur
 TEST_CASE("a restriction that leaves out only what the kernel lacks is a failure", "[attach]") {
   FakeKernel kernel;
   kernel.btf = false;
-  FakeProbe probe;
+  FakeProbe probe(kernel);
   probe.attach_fails = {Mechanism::kRawTp};
   // tp_btf (no BTF) and tracepoint (no tracefs) are left out, and the kernel could not serve
   // them anyway; raw_tp, allowed, fails to load.
   ProbeState state;
-  absl::Status started = StartProbe(probe, kernel, {Mechanism::kRawTp}, state);
+  absl::Status started = StartProbe(probe, {Mechanism::kRawTp}, state);
   CHECK_FALSE(started.ok());
   CHECK(state.mechanism == Mechanism::kNone);
   CHECK_FALSE(state.excluded_by_config);
@@ -183,9 +220,9 @@ TEST_CASE("a restriction that leaves out only what the kernel lacks is a failure
 TEST_CASE("a plan found blind after attaching falls through, and is told from a load failure",
           "[attach]") {
   FakeKernel kernel;
-  FakeProbe probe;
+  FakeProbe probe(kernel);
   probe.attach_blind = {Mechanism::kTpBtf};
-  ProbeState state = AttachFirstSupported(probe, kernel, {});
+  ProbeState state = AttachFirstSupported(probe, {});
   CHECK(state.mechanism == Mechanism::kRawTp);
   CHECK(probe.attempted == std::vector<Mechanism>{Mechanism::kTpBtf, Mechanism::kRawTp});
 
@@ -205,4 +242,38 @@ TEST_CASE("mechanism names round-trip and none is not configurable", "[attach]")
   }
   CHECK_FALSE(ParseMechanism("none"));
   CHECK_FALSE(ParseMechanism("kprobes"));
+}
+
+TEST_CASE("a BpfProbe reports the plan it attached with its own words, and detaches on Stop",
+          "[attach]") {
+  FakeKernel kernel;
+  kernel.btf = false;
+  FakeBpfProbe probe(kernel, {});
+  CHECK(probe.Name() == "fake_bpf");
+  CHECK(probe.ProbeName() == "fake_bpf");
+  REQUIRE(probe.Probes().size() == 1);
+  CHECK(probe.Probes()[0].detail == "not started");
+  REQUIRE(probe.Start().ok());
+  REQUIRE(probe.Probes().size() == 1);
+  const ProbeState state = probe.Probes()[0];
+  CHECK(state.probe == "fake_bpf");
+  CHECK(state.mechanism == Mechanism::kRawTp);
+  CHECK(state.detail == "raw_tp cat:event; keyed by something");
+  CHECK(probe.attached == 1);
+  CHECK(probe.Programs().empty());
+  CHECK(probe.StatusFragment().empty());
+  const int before = probe.detached;
+  probe.Stop();
+  CHECK(probe.detached == before + 1);
+}
+
+TEST_CASE("a BpfProbe that attaches nothing fails Start without its own words", "[attach]") {
+  FakeKernel kernel;
+  FakeBpfProbe probe(kernel, {Mechanism::kFentry});
+  absl::Status started = probe.Start();
+  CHECK(absl::IsUnavailable(started));
+  CHECK(probe.attached == 0);
+  REQUIRE(probe.Probes().size() == 1);
+  CHECK(probe.Probes()[0].mechanism == Mechanism::kNone);
+  CHECK_THAT(probe.Probes()[0].detail, !Catch::Contains("keyed by"));
 }

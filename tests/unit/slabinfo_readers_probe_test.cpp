@@ -30,9 +30,9 @@ TEST_CASE("slabinfo readers prefer the open method, then the open syscall tracep
 
   // The fixture tree has no BTF and no kprobes: only the tracepoints remain, and the captured
   // openat/open/openat2 formats put the filename where the BPF program reads it.
-  CHECK(absl::IsUnavailable(probe.Supported(plans[0], kernel)));
-  CHECK_FALSE(probe.Supported(plans[1], kernel).ok());
-  CHECK(probe.Supported(plans[2], kernel).ok());
+  CHECK(absl::IsUnavailable(probe.Supported(plans[0])));
+  CHECK_FALSE(probe.Supported(plans[1]).ok());
+  CHECK(probe.Supported(plans[2]).ok());
 }
 
 TEST_CASE("a tracepoint whose filename is not where the program reads it is not used",
@@ -50,7 +50,7 @@ TEST_CASE("a tracepoint whose filename is not where the program reads it is not 
   {
     LiveKernelFeatures kernel(HostPaths(root / "proc", root / "sys"), /*may_mount=*/false);
     SlabinfoReadersProbe probe(kernel, {}, LabelLimits{});
-    absl::Status s = probe.Supported(probe.Plans()[2], kernel);
+    absl::Status s = probe.Supported(probe.Plans()[2]);
     CHECK_FALSE(s.ok());
     CHECK(std::string(s.message()).find("offset 24") != std::string::npos);
   }
