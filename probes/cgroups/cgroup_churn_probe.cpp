@@ -86,11 +86,8 @@ std::vector<AttachPlan> CgroupChurnProbe::Plans() const {
   // fentry/kprobe on cgroup_mkdir()/cgroup_rmdir() are not offered: every kernel that has them
   // (fentry 5.5+, any kprobe-enabled kernel kpathd serves) has these tracepoints (4.19+ with the
   // path argument), and those functions see only a kernfs node, whose layout changed in 6.15.
-  return {
-      {Mechanism::kTpBtf, PlanTarget()},
-      {Mechanism::kRawTp, PlanTarget()},
-      {Mechanism::kTracepoint, PlanTarget()},
-  };
+  return PlansFor(kMechanisms, kDefaultMechanisms,
+                  [](Mechanism) { return std::vector<std::string>{PlanTarget()}; });
 }
 
 absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan) {

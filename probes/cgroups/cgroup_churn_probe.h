@@ -4,6 +4,7 @@
 // these metrics name the unit and the process doing it.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -53,6 +54,9 @@ class CgroupChurnProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "cgroup_churn";
   static constexpr std::string_view kCategory = "cgroup";
+  static constexpr std::array kMechanisms{Mechanism::kTpBtf, Mechanism::kRawTp,
+                                          Mechanism::kTracepoint};
+  static constexpr std::array kDefaultMechanisms = kMechanisms;
   static constexpr std::string_view kMkdirEvent = "cgroup_mkdir";
   static constexpr std::string_view kRmdirEvent = "cgroup_rmdir";
   using Clock = std::function<absl::Time()>;

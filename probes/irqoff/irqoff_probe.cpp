@@ -66,13 +66,10 @@ std::string IrqOffProbe::NmiTarget() const {
 }
 
 std::vector<AttachPlan> IrqOffProbe::Plans() const {
-  return {
-      {Mechanism::kTpBtf, std::string(kPreemptIrqTarget)},
-      {Mechanism::kRawTp, std::string(kPreemptIrqTarget)},
-      {Mechanism::kTracepoint, std::string(kPreemptIrqTarget)},
-      {Mechanism::kPerfEvent, NmiTarget()},
-      {Mechanism::kPerfEvent, SoftwareTarget()},
-  };
+  return PlansFor(kMechanisms, kDefaultMechanisms, [this](Mechanism m) {
+    if (m == Mechanism::kPerfEvent) return std::vector<std::string>{NmiTarget(), SoftwareTarget()};
+    return std::vector<std::string>{std::string(kPreemptIrqTarget)};
+  });
 }
 
 IrqOffMethod IrqOffProbe::MethodOf(const AttachPlan& plan) const {

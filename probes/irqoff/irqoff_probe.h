@@ -4,6 +4,7 @@
 // turns the kernel's events into metrics, a STATUS fragment and one log line per interval.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -47,6 +48,10 @@ std::string_view IrqOffMethodName(IrqOffMethod method);
 class IrqOffProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "irqoff";
+  // preemptirq tracepoints (exact), then perf_event: NMI sampling, else software timers.
+  static constexpr std::array kMechanisms{Mechanism::kTpBtf, Mechanism::kRawTp,
+                                          Mechanism::kTracepoint, Mechanism::kPerfEvent};
+  static constexpr std::array kDefaultMechanisms = kMechanisms;
 
   // `irq_kernel`: what else the probe asks the kernel (LiveIrqOffKernel, or a fake in tests).
   IrqOffProbe(KernelFeatures& kernel, std::unique_ptr<IrqOffKernel> irq_kernel, HostPaths paths,

@@ -2,6 +2,8 @@
 // running kernel supports is used and reported as kpath_probe_attached{mechanism=...}.
 #pragma once
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,5 +37,20 @@ struct AttachPlan {
   // nothing because only such plans, supported here, were left out is off by configuration.
   bool costly = false;
 };
+
+// A probe's plans from the mechanisms it declares once (kMechanisms, best first, and
+// kDefaultMechanisms): for each mechanism in order, one plan per target that `targets(mechanism)`
+// returns (a std::vector<std::string>, best first). A mechanism the defaults leave out is costly.
+template <typename Mechanisms, typename Defaults, typename Targets>
+std::vector<AttachPlan> PlansFor(const Mechanisms& mechanisms, const Defaults& defaults,
+                                 Targets targets) {
+  std::vector<AttachPlan> plans;
+  for (Mechanism m : mechanisms) {
+    const bool costly =
+        std::find(std::begin(defaults), std::end(defaults), m) == std::end(defaults);
+    for (std::string& target : targets(m)) plans.push_back({m, std::move(target), costly});
+  }
+  return plans;
+}
 
 }  // namespace kpath

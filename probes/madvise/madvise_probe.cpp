@@ -106,18 +106,15 @@ MadviseProbe::MadviseProbe(KernelFeatures& kernel, MadviseProbeOptions options, 
 MadviseProbe::~MadviseProbe() { Detach(); }
 
 std::vector<AttachPlan> MadviseProbe::Plans() const {
-  std::vector<AttachPlan> plans;
-  for (std::string_view fn : kSyscallWrappers)
-    plans.push_back({Mechanism::kFentry, std::string(fn)});
-  plans.push_back({Mechanism::kFentry, std::string(kImplementation)});
-  for (std::string_view fn : kSyscallWrappers)
-    plans.push_back({Mechanism::kKprobe, std::string(fn)});
-  for (std::string_view fn : kPlainSyscalls) plans.push_back({Mechanism::kKprobe, std::string(fn)});
-  plans.push_back({Mechanism::kKprobe, std::string(kImplementation)});
-  // Costly: while attached, every system call of the host takes the syscall-tracing path (an
-  // open/close loop keeps ~0.94 of its speed here): used only when configured.
-  plans.push_back({Mechanism::kTracepoint, TracepointName(kEvent), /*costly=*/true});
-  return plans;
+  return PlansFor(kMechanisms, kDefaultMechanisms, [](Mechanism m) {
+    if (m == Mechanism::kTracepoint) return std::vector<std::string>{TracepointName(kEvent)};
+    std::vector<std::string> targets(std::begin(kSyscallWrappers), std::end(kSyscallWrappers));
+    if (m == Mechanism::kKprobe) {
+      targets.insert(targets.end(), std::begin(kPlainSyscalls), std::end(kPlainSyscalls));
+    }
+    targets.emplace_back(kImplementation);
+    return targets;
+  });
 }
 
 absl::StatusOr<MadviseArgLayout> MadviseProbe::FunctionLayout(const std::string& target) {

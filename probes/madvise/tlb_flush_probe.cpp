@@ -43,9 +43,8 @@ TlbFlushProbe::TlbFlushProbe(KernelFeatures& kernel, std::vector<Mechanism> allo
 TlbFlushProbe::~TlbFlushProbe() { Detach(); }
 
 std::vector<AttachPlan> TlbFlushProbe::Plans() const {
-  return {{Mechanism::kTpBtf, TracepointName()},
-          {Mechanism::kRawTp, TracepointName()},
-          {Mechanism::kTracepoint, TracepointName()}};
+  return PlansFor(kMechanisms, kDefaultMechanisms,
+                  [](Mechanism) { return std::vector<std::string>{TracepointName()}; });
 }
 
 absl::Status TlbFlushProbe::Supported(const AttachPlan& plan) {

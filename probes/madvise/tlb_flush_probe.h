@@ -25,6 +25,9 @@ class TlbFlushProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "tlb_flush";
   static constexpr std::string_view kCategory = "tlb";
+  static constexpr std::array kMechanisms{Mechanism::kTpBtf, Mechanism::kRawTp,
+                                          Mechanism::kTracepoint};
+  static constexpr std::array kDefaultMechanisms = kMechanisms;
   static constexpr std::string_view kEvent = "tlb_flush";
 
   TlbFlushProbe(KernelFeatures& kernel, std::vector<Mechanism> allowed);

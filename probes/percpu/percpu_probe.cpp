@@ -86,15 +86,12 @@ void PercpuAllocProbe::SetLabelLimits(const LabelLimits& limits) {
 }
 
 std::vector<AttachPlan> PercpuAllocProbe::Plans() const {
-  std::vector<AttachPlan> plans = {
-      {Mechanism::kTpBtf, TracepointName(kEvent)},
-      {Mechanism::kRawTp, TracepointName(kEvent)},
-      {Mechanism::kTracepoint, TracepointName(kEvent)},
-  };
-  for (Mechanism m : {Mechanism::kFentry, Mechanism::kKprobe}) {
-    for (std::string_view fn : kAllocatorFunctions) plans.push_back({m, std::string(fn)});
-  }
-  return plans;
+  return PlansFor(kMechanisms, kDefaultMechanisms, [](Mechanism m) -> std::vector<std::string> {
+    if (m == Mechanism::kFentry || m == Mechanism::kKprobe) {
+      return {std::begin(kAllocatorFunctions), std::end(kAllocatorFunctions)};
+    }
+    return {TracepointName(kEvent)};
+  });
 }
 
 PercpuAllocProbe::Layout PercpuAllocProbe::TracepointLayout() {

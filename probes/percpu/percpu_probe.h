@@ -3,6 +3,7 @@
 // memcgs holding their per-CPU statistics) from mere churn.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <span>
@@ -46,6 +47,10 @@ class PercpuAllocProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "percpu_alloc";
   static constexpr std::string_view kCategory = "percpu";
+  static constexpr std::array kMechanisms{Mechanism::kTpBtf, Mechanism::kRawTp,
+                                          Mechanism::kTracepoint, Mechanism::kFentry,
+                                          Mechanism::kKprobe};
+  static constexpr std::array kDefaultMechanisms = kMechanisms;
   static constexpr std::string_view kEvent = "percpu_alloc_percpu";
   static constexpr std::string_view kFreeEvent = "percpu_free_percpu";
 

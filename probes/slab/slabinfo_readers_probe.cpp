@@ -47,11 +47,10 @@ SlabinfoReadersProbe::SlabinfoReadersProbe(KernelFeatures& kernel, std::vector<M
 SlabinfoReadersProbe::~SlabinfoReadersProbe() { Detach(); }
 
 std::vector<AttachPlan> SlabinfoReadersProbe::Plans() const {
-  return {
-      {Mechanism::kFentry, std::string(kOpenFunction)},
-      {Mechanism::kKprobe, std::string(kOpenFunction)},
-      {Mechanism::kTracepoint, TracepointTarget(), /*costly=*/true},
-  };
+  return PlansFor(kMechanisms, kDefaultMechanisms, [](Mechanism m) {
+    if (m == Mechanism::kTracepoint) return std::vector<std::string>{TracepointTarget()};
+    return std::vector<std::string>{std::string(kOpenFunction)};
+  });
 }
 
 std::vector<std::pair<std::string, int>> SlabinfoReadersProbe::OpenSyscalls(std::string* why) {

@@ -2,6 +2,7 @@
 // slabinfo_readers.bpf.c for the ways of seeing it.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,10 @@ namespace kpath {
 class SlabinfoReadersProbe final : public BpfProbe {
  public:
   static constexpr std::string_view kName = "slabinfo_readers";
+  static constexpr std::array kMechanisms{Mechanism::kFentry, Mechanism::kKprobe,
+                                          Mechanism::kTracepoint};
+  // Not the syscall tracepoints: they tax every system call of the host; used only when asked.
+  static constexpr std::array kDefaultMechanisms{Mechanism::kFentry, Mechanism::kKprobe};
   // The kernel's open method of /proc/slabinfo (mm/slab_common.c).
   static constexpr std::string_view kOpenFunction = "slabinfo_open";
 
