@@ -135,8 +135,8 @@ class ConfigParser {
     }
     if (key == "paths") return ParsePaths(key_node, value, config);
     if (key == "meminfo") return ParseMeminfo(key_node, value, config);
-    if (key == "percpu") return ReadPercpuSettings(reader_, key_node, value, config);
-    if (key == "madvise") return ReadMadviseSettings(reader_, key_node, value, config);
+    if (key == "percpu") return ReadPercpuSettings(reader_, key_node, value, config.percpu);
+    if (key == "madvise") return ReadMadviseSettings(reader_, key_node, value, config.madvise);
     if (key == "labels") return ParseLabels(key_node, value, config.labels);
     if (key == "bpf") return ParseBpf(key_node, value, config);
     if (key == "hooks") return ReadHooksSettings(reader_, key_node, value, config.hooks);
@@ -191,7 +191,7 @@ class ConfigParser {
                              // CheckGrowthWindow checks the lower bound, 2 x sampling_interval.
                              return reader_.Duration(child_key, child, KeyPath("meminfo", key),
                                                      absl::Nanoseconds(1), kMaxGrowthWindow,
-                                                     config.percpu_growth_window);
+                                                     config.percpu.growth_window);
                            });
   }
 
@@ -226,11 +226,11 @@ class ConfigParser {
   // The growth rate is a least-squares slope over the window, which needs at least 2 samples.
   absl::Status CheckGrowthWindow(const Config& config) const {
     const absl::Duration shortest = 2 * config.sampling_interval;
-    if (config.percpu_growth_window >= shortest) return absl::OkStatus();
+    if (config.percpu.growth_window >= shortest) return absl::OkStatus();
     const std::string numbers = fmt::format(
         "meminfo.percpu_growth_window ({}{}) must be at least 2 x sampling_interval ({}{}) = {}, "
         "so that the growth rate is fitted over at least 2 samples",
-        absl::FormatDuration(config.percpu_growth_window), window_mark_ ? "" : ", the default",
+        absl::FormatDuration(config.percpu.growth_window), window_mark_ ? "" : ", the default",
         absl::FormatDuration(config.sampling_interval), interval_mark_ ? "" : ", the default",
         absl::FormatDuration(shortest));
     // Point at the window when the file sets it, else at the interval that made it too short.

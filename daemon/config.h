@@ -14,6 +14,8 @@
 #include "probes/hooks/hooks_config.h"
 #include "probes/irqoff/irqoff_config.h"
 #include "probes/kernel/mechanism.h"
+#include "probes/madvise/madvise_config.h"
+#include "probes/percpu/percpu_config.h"
 #include "probes/slab/slab_config.h"
 
 namespace kpath {
@@ -32,13 +34,8 @@ struct Config {
   absl::Duration sampling_interval = absl::Seconds(5);
   std::string procfs_root = "/proc";
   std::string sysfs_root = "/sys";
-  absl::Duration percpu_growth_window = absl::Seconds(60);
-  // Live percpu allocations remembered until their free (for outstanding bytes by caller).
-  uint32_t percpu_max_tracked_allocations = 65536;
-  // Name percpu callers from kernel stack samples even where the tracepoint has call_site.
-  bool percpu_caller_from_stack = false;
-  // The STATUS= line names the busiest madvise caller from this many calls per second.
-  int madvise_storm_calls_per_second = 1000;
+  PercpuConfig percpu;    // percpu allocations and meminfo's growth window (seed 000)
+  MadviseConfig madvise;  // madvise storms (seed 003)
   LabelLimits labels;
   bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
   HooksConfig hooks;        // the foreign-hook inventory (seed 002)

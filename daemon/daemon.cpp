@@ -124,7 +124,7 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
   };
 
   // Memory (/proc/meminfo, seed 000).
-  auto meminfo = std::make_unique<MeminfoCollector>(paths, config_.percpu_growth_window);
+  auto meminfo = std::make_unique<MeminfoCollector>(paths, config_.percpu.growth_window);
   meminfo_ = meminfo.get();
   collectors.push_back(std::move(meminfo));
 
@@ -134,8 +134,8 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
         *kernel_, paths,
         PercpuProbeOptions{.allowed = config_.Probe(PercpuAllocProbe::kName).mechanisms,
                            .labels = config_.labels,
-                           .max_tracked_allocations = config_.percpu_max_tracked_allocations,
-                           .caller_from_stack = config_.percpu_caller_from_stack}));
+                           .max_tracked_allocations = config_.percpu.max_tracked_allocations,
+                           .caller_from_stack = config_.percpu.caller_from_stack}));
   }
 
   // madvise storms, TLB shootdowns and the sys/user balance (seed 003).
@@ -144,7 +144,7 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
         *kernel_, MadviseProbeOptions{.allowed = config_.Probe(MadviseProbe::kName).mechanisms,
                                       .labels = config_.labels,
                                       .storm_calls_per_second = static_cast<double>(
-                                          config_.madvise_storm_calls_per_second)});
+                                          config_.madvise.storm_calls_per_second)});
     madvise_ = madvise.get();
     collectors.push_back(std::move(madvise));
   }
@@ -164,7 +164,7 @@ std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
     auto churn = std::make_unique<CgroupChurnProbe>(
         *kernel_, CgroupChurnOptions{.allowed = config_.Probe(CgroupChurnProbe::kName).mechanisms,
                                      .labels = config_.labels,
-                                     .churn_window = config_.percpu_growth_window});
+                                     .churn_window = config_.percpu.growth_window});
     cgroup_churn_ = churn.get();
     collectors.push_back(std::move(churn));
   }
@@ -381,12 +381,12 @@ void Daemon::SamplerLoop() {
     if (reload) {
       interval = ToChrono(reload->sampling_interval);
       next_sample = now + interval;
-      meminfo_->SetGrowthWindow(reload->percpu_growth_window);
+      meminfo_->SetGrowthWindow(reload->percpu.growth_window);
       slab_->SetConfig(reload->slab);
-      if (cgroup_churn_) cgroup_churn_->SetChurnWindow(reload->percpu_growth_window);
+      if (cgroup_churn_) cgroup_churn_->SetChurnWindow(reload->percpu.growth_window);
       collectors_->SetLabelLimits(reload->labels);
       if (madvise_) {
-        madvise_->SetStormThreshold(static_cast<double>(reload->madvise_storm_calls_per_second));
+        madvise_->SetStormThreshold(static_cast<double>(reload->madvise.storm_calls_per_second));
       }
       notifier_.ReloadDone(collectors_->StatusLine());
       for (pid_t requester : requesters) AnswerReloadRequest(requester, true);

@@ -66,29 +66,29 @@ absl::Status ReadNameList(const YamlReader& reader, const YAML::Node& key_node,
 }  // namespace
 
 absl::Status ReadPercpuSettings(const YamlReader& reader, const YAML::Node& key_node,
-                                const YAML::Node& value, Config& config) {
+                                const YAML::Node& value, PercpuConfig& percpu) {
   return reader.Section(
       key_node, value, "percpu", {"max_tracked_allocations", "caller_from_stack"},
       [&](const std::string& key, const YAML::Node& child_key,
           const YAML::Node& child) -> absl::Status {
         const std::string path = KeyPath("percpu", key);
         if (key == "caller_from_stack") {
-          return reader.Bool(child_key, child, path, config.percpu_caller_from_stack);
+          return reader.Bool(child_key, child, path, percpu.caller_from_stack);
         }
         int max = 0;
         absl::Status status = reader.Int(child_key, child, path, 1024, 4 << 20, max);
-        config.percpu_max_tracked_allocations = static_cast<uint32_t>(max);
+        percpu.max_tracked_allocations = static_cast<uint32_t>(max);
         return status;
       });
 }
 
 absl::Status ReadMadviseSettings(const YamlReader& reader, const YAML::Node& key_node,
-                                 const YAML::Node& value, Config& config) {
+                                 const YAML::Node& value, MadviseConfig& madvise) {
   return reader.Section(key_node, value, "madvise", {"storm_calls_per_second"},
                         [&](const std::string& key, const YAML::Node& child_key,
                             const YAML::Node& child) -> absl::Status {
                           return reader.Int(child_key, child, KeyPath("madvise", key), 1, 100000000,
-                                            config.madvise_storm_calls_per_second);
+                                            madvise.storm_calls_per_second);
                         });
 }
 

@@ -17,9 +17,9 @@ namespace kpath {
 inline constexpr int64_t kMaxLabelLimit = 10000;
 
 absl::Status ReadPercpuSettings(const YamlReader& reader, const YAML::Node& key_node,
-                                const YAML::Node& value, Config& config);
+                                const YAML::Node& value, PercpuConfig& percpu);
 absl::Status ReadMadviseSettings(const YamlReader& reader, const YAML::Node& key_node,
-                                 const YAML::Node& value, Config& config);
+                                 const YAML::Node& value, MadviseConfig& madvise);
 absl::Status ReadIrqOffSettings(const YamlReader& reader, const YAML::Node& key_node,
                                 const YAML::Node& value, IrqOffConfig& irqoff);
 absl::Status ReadSlabSettings(const YamlReader& reader, const YAML::Node& key_node,

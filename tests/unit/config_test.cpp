@@ -22,7 +22,7 @@ struct StringMaker<kpath::Config> {
     out << "{listen_address=" << c.listen_address << " log_level=" << c.log_level
         << " sampling_interval=" << absl::FormatDuration(c.sampling_interval)
         << " procfs=" << c.procfs_root << " sysfs=" << c.sysfs_root
-        << " percpu_growth_window=" << absl::FormatDuration(c.percpu_growth_window) << " labels={"
+        << " percpu_growth_window=" << absl::FormatDuration(c.percpu.growth_window) << " labels={"
         << c.labels.comm << "," << c.labels.caller << "," << c.labels.unit
         << "} bpf_enabled=" << c.bpf_enabled << " probes={";
     for (const auto& [name, probe] : c.probes) {
@@ -169,7 +169,7 @@ TEST_CASE("the default settings are the documented ones") {
   CHECK(config.sampling_interval == absl::Seconds(5));
   CHECK(config.procfs_root == "/proc");
   CHECK(config.sysfs_root == "/sys");
-  CHECK(config.percpu_growth_window == absl::Seconds(60));
+  CHECK(config.percpu.growth_window == absl::Seconds(60));
   CHECK(config.labels == LabelLimits{20, 20, 30});
   CHECK(config.bpf_enabled);
   CHECK(config.probes.empty());
@@ -241,10 +241,22 @@ probes:
   CHECK(config.sampling_interval == absl::Milliseconds(500));
   CHECK(config.procfs_root == "/host/proc");
   CHECK(config.sysfs_root == "/host/sys");
-  CHECK(config.percpu_growth_window == absl::Minutes(2));
+  CHECK(config.percpu.growth_window == absl::Minutes(2));
   CHECK(config.labels == LabelLimits{5, 10000, 1});
   CHECK_FALSE(config.bpf_enabled);
   CHECK_FALSE(config.Probe("percpu_alloc").enabled);
+}
+
+TEST_CASE("the percpu and madvise sections fill their own structs") {
+  const Config config = Parse(
+      "meminfo:\n  percpu_growth_window: 2m\npercpu:\n  max_tracked_allocations: 1024\n"
+      "  caller_from_stack: true\nmadvise:\n  storm_calls_per_second: 7\n");
+  CHECK(config.percpu == PercpuConfig{.growth_window = absl::Minutes(2),
+                                      .max_tracked_allocations = 1024,
+                                      .caller_from_stack = true});
+  CHECK(config.madvise == MadviseConfig{.storm_calls_per_second = 7});
+  CHECK(ErrorOf("percpu:\n  max_tracked_allocations: 1023\n") ==
+        "kpathd.yaml:2: percpu.max_tracked_allocations: must be from 1024 to 4194304, got 1023");
 }
 
 // --- Keys ---
@@ -353,7 +365,7 @@ TEST_CASE("a growth window shorter than 2 x sampling_interval is an error at the
         "sampling_interval (5s) = 10s, so that the growth rate is fitted over at least 2 "
         "samples");
   CHECK(Parse("sampling_interval: 5s\nmeminfo:\n  percpu_growth_window: 10s\n")
-            .percpu_growth_window == absl::Seconds(10));
+            .percpu.growth_window == absl::Seconds(10));
 }
 
 TEST_CASE("raising sampling_interval past half the default window is an error at the interval") {
@@ -364,7 +376,7 @@ TEST_CASE("raising sampling_interval past half the default window is an error at
 }
 
 TEST_CASE("percpu_growth_window is at most 24h") {
-  CHECK(Parse("meminfo:\n  percpu_growth_window: 24h\n").percpu_growth_window == absl::Hours(24));
+  CHECK(Parse("meminfo:\n  percpu_growth_window: 24h\n").percpu.growth_window == absl::Hours(24));
   CHECK_THAT(ErrorOf("meminfo:\n  percpu_growth_window: 25h\n"),
              StartsWith("kpathd.yaml:2: meminfo.percpu_growth_window: must be from"));
 }

@@ -260,10 +260,10 @@ TEST_CASE("tlb_flush mechanisms: tp_btf, raw_tp, then the classic tracepoint", "
 }
 
 TEST_CASE("madvise.storm_calls_per_second is read, bounded and defaults to 1000", "[config]") {
-  CHECK(Config{}.madvise_storm_calls_per_second == 1000);
+  CHECK(Config{}.madvise.storm_calls_per_second == 1000);
   absl::StatusOr<Config> set = ParseConfig("madvise:\n  storm_calls_per_second: 5000\n", "k.yaml");
   REQUIRE(set.ok());
-  CHECK(set->madvise_storm_calls_per_second == 5000);
+  CHECK(set->madvise.storm_calls_per_second == 5000);
   absl::StatusOr<Config> zero = ParseConfig("madvise:\n  storm_calls_per_second: 0\n", "k.yaml");
   CHECK(std::string(zero.status().message()) ==
         "k.yaml:2: madvise.storm_calls_per_second: must be from 1 to 100000000, got 0");
