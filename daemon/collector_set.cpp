@@ -256,6 +256,10 @@ void CollectorSet::SetLabelLimits(const LabelLimits& limits) {
   for (auto& c : collectors_) c->SetLabelLimits(limits);
 }
 
+void CollectorSet::ForEach(const std::function<void(Collector&)>& fn) {
+  for (auto& c : collectors_) fn(*c);
+}
+
 void CollectorSet::StopAll() {
   if (stopped_) return;
   stopped_ = true;

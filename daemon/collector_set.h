@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +36,8 @@ class CollectorSet {
   void StopAll();
   // Applies reloaded label limits to every collector.
   void SetLabelLimits(const LabelLimits& limits);
+  // Calls `fn` with every collector, in order (from the thread that collects).
+  void ForEach(const std::function<void(Collector&)>& fn);
 
   // A BPF probe collector whose Start failed (nothing attached: a tracepoint its module has not
   // brought yet, a transient load error) is started again after `initial`, then after twice as

@@ -19,37 +19,6 @@
 namespace kpath {
 namespace {
 
-// Every probe the configuration knows, with the mechanisms it can attach through in its own
-// order of preference. A probe listed here must handle each of these mechanisms.
-struct ProbeMechanisms {
-  std::string_view probe;
-  std::vector<Mechanism> mechanisms;
-  // The default of probes.<probe>.mechanisms where it is not all of `mechanisms`.
-  std::vector<Mechanism> defaults = {};
-};
-
-const std::vector<ProbeMechanisms>& ProbeTable() {
-  static const auto* table = new std::vector<ProbeMechanisms>{
-      {"percpu_alloc",
-       {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint, Mechanism::kFentry,
-        Mechanism::kKprobe}},
-      {"cgroup_churn", {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint}},
-      // The syscall tracepoint only when asked for, as for slabinfo_readers below.
-      {"madvise",
-       {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint},
-       {Mechanism::kFentry, Mechanism::kKprobe}},
-      {"tlb_flush", {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint}},
-      // preemptirq tracepoints (exact), then perf_event: NMI sampling, else software timers.
-      {"irqoff",
-       {Mechanism::kTpBtf, Mechanism::kRawTp, Mechanism::kTracepoint, Mechanism::kPerfEvent}},
-      // The syscall tracepoints only when asked for: they tax every system call of the host.
-      {"slabinfo_readers",
-       {Mechanism::kFentry, Mechanism::kKprobe, Mechanism::kTracepoint},
-       {Mechanism::kFentry, Mechanism::kKprobe}},
-  };
-  return *table;
-}
-
 constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
                                                         "error", "critical", "off"};
 
@@ -333,37 +302,6 @@ class ConfigParser {
 };
 
 }  // namespace
-
-ProbeConfig Config::Probe(std::string_view name) const {
-  const auto it = probes.find(name);
-  ProbeConfig probe = it == probes.end() ? ProbeConfig{} : it->second;
-  if (probe.mechanisms.empty()) probe.mechanisms = DefaultMechanisms(name);
-  return probe;
-}
-
-const std::vector<std::string_view>& KnownProbeNames() {
-  static const auto* names = [] {
-    auto* out = new std::vector<std::string_view>;
-    for (const ProbeMechanisms& entry : ProbeTable()) out->push_back(entry.probe);
-    return out;
-  }();
-  return *names;
-}
-
-const std::vector<Mechanism>& SupportedMechanisms(std::string_view probe) {
-  static const auto* none = new std::vector<Mechanism>;
-  for (const ProbeMechanisms& entry : ProbeTable()) {
-    if (entry.probe == probe) return entry.mechanisms;
-  }
-  return *none;
-}
-
-const std::vector<Mechanism>& DefaultMechanisms(std::string_view probe) {
-  for (const ProbeMechanisms& entry : ProbeTable()) {
-    if (entry.probe == probe && !entry.defaults.empty()) return entry.defaults;
-  }
-  return SupportedMechanisms(probe);
-}
 
 absl::StatusOr<Config> ParseConfig(std::string_view yaml_text, std::string_view source) {
   const YamlReader reader(source);

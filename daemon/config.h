@@ -49,7 +49,8 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-// Probe names the configuration accepts under `probes:`.
+// Probe names the configuration accepts under `probes:`. These three and Config::Probe read the
+// collector registry (daemon/collector_registry.cpp defines them).
 const std::vector<std::string_view>& KnownProbeNames();
 
 // The mechanisms a known probe can attach through, in its order of preference; empty for an

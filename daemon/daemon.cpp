@@ -11,25 +11,12 @@
 #include <sstream>
 #include <thread>
 
+#include "daemon/collector_registry.h"
 #include "daemon/least_privilege.h"
 #include "daemon/log_format.h"
 #include "daemon/reload_request.h"
 #include "daemon/web/metrics_server.h"
 #include "fmt/format.h"
-#include "probes/cgroups/cgroup_churn_probe.h"
-#include "probes/cgroups/dying_cgroup_counter.h"
-#include "probes/collect/probe_attacher.h"
-#include "probes/hooks/foreign_hook_inventory.h"
-#include "probes/irqoff/irqoff_probe.h"
-#include "probes/madvise/madvise_probe.h"
-#include "probes/madvise/tlb_flush_probe.h"
-#include "probes/percpu/percpu_probe.h"
-#include "probes/procfs/interrupts_collector.h"
-#include "probes/procfs/meminfo_collector.h"
-#include "probes/procfs/self_process.h"
-#include "probes/procfs/stat_collector.h"
-#include "probes/slab/slab_collector.h"
-#include "probes/slab/slabinfo_readers_probe.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -103,102 +90,6 @@ Daemon::Daemon(CliOptions cli, Config config) : cli_(std::move(cli)), config_(st
 
 Daemon::~Daemon() = default;
 
-std::unique_ptr<CollectorSet> Daemon::BuildCollectors() {
-  HostPaths paths(config_.procfs_root, config_.sysfs_root);
-  std::vector<std::unique_ptr<Collector>> collectors;
-  if (config_.bpf_enabled) {
-    // Mount tracefs only on the real /sys, never inside a fixture tree.
-    kernel_ = std::make_unique<LiveKernelFeatures>(paths, config_.sysfs_root == "/sys");
-    RouteLibbpfLogsToSpdlog();
-  } else {
-    spdlog::info("bpf.enabled is false: no BPF probe is loaded");
-  }
-  // A BPF probe is added when BPF is on and the probe is enabled; it logs either way.
-  auto want_probe = [&](std::string_view name) {
-    if (!kernel_) return false;
-    if (!config_.Probe(name).enabled) {
-      spdlog::info("probe {}: disabled in the configuration", name);
-      return false;
-    }
-    return true;
-  };
-
-  // Memory (/proc/meminfo, seed 000).
-  auto meminfo = std::make_unique<MeminfoCollector>(paths, config_.percpu.growth_window);
-  meminfo_ = meminfo.get();
-  collectors.push_back(std::move(meminfo));
-
-  // Percpu allocations (seed 000).
-  if (want_probe(PercpuAllocProbe::kName)) {
-    collectors.push_back(std::make_unique<PercpuAllocProbe>(
-        *kernel_, paths,
-        PercpuProbeOptions{.allowed = config_.Probe(PercpuAllocProbe::kName).mechanisms,
-                           .labels = config_.labels,
-                           .max_tracked_allocations = config_.percpu.max_tracked_allocations,
-                           .caller_from_stack = config_.percpu.caller_from_stack}));
-  }
-
-  // madvise storms, TLB shootdowns and the sys/user balance (seed 003).
-  if (want_probe(MadviseProbe::kName)) {
-    auto madvise = std::make_unique<MadviseProbe>(
-        *kernel_, MadviseProbeOptions{.allowed = config_.Probe(MadviseProbe::kName).mechanisms,
-                                      .labels = config_.labels,
-                                      .storm_calls_per_second = static_cast<double>(
-                                          config_.madvise.storm_calls_per_second)});
-    madvise_ = madvise.get();
-    collectors.push_back(std::move(madvise));
-  }
-  if (want_probe(TlbFlushProbe::kName)) {
-    collectors.push_back(
-        std::make_unique<TlbFlushProbe>(*kernel_, config_.Probe(TlbFlushProbe::kName).mechanisms));
-  }
-  collectors.push_back(std::make_unique<InterruptsCollector>(paths));
-  collectors.push_back(std::make_unique<StatCollector>(paths, sysconf(_SC_CLK_TCK)));
-  // kpathd's own cost (process_*): always its own /proc/self, wherever the host's procfs is.
-  collectors.push_back(std::make_unique<SelfProcessCollector>(
-      "/proc/self", "/proc/stat", sysconf(_SC_CLK_TCK), sysconf(_SC_PAGESIZE)));
-
-  // Cgroup churn by unit, live and dying cgroups (seed 000).
-  collectors.push_back(std::make_unique<DyingCgroupCounter>(paths));
-  if (want_probe(CgroupChurnProbe::kName)) {
-    auto churn = std::make_unique<CgroupChurnProbe>(
-        *kernel_, CgroupChurnOptions{.allowed = config_.Probe(CgroupChurnProbe::kName).mechanisms,
-                                     .labels = config_.labels,
-                                     .churn_window = config_.percpu.growth_window});
-    cgroup_churn_ = churn.get();
-    collectors.push_back(std::move(churn));
-  }
-
-  // IRQ-disabled regions with their culprit (seeds 001, 004); slab caches read without
-  // stalling the host, and who reads /proc/slabinfo (seed 001).
-  if (want_probe(IrqOffProbe::kName)) {
-    collectors.push_back(std::make_unique<IrqOffProbe>(
-        *kernel_, std::make_unique<LiveIrqOffKernel>(paths), paths,
-        config_.Probe(IrqOffProbe::kName).mechanisms,
-        IrqOffOptions{.detector = config_.irqoff, .labels = config_.labels}));
-  }
-  auto slab = std::make_unique<SlabCollector>(paths, config_.slab);
-  slab_ = slab.get();
-  collectors.push_back(std::move(slab));
-  if (want_probe(SlabinfoReadersProbe::kName)) {
-    collectors.push_back(std::make_unique<SlabinfoReadersProbe>(
-        *kernel_, config_.Probe(SlabinfoReadersProbe::kName).mechanisms, config_.labels));
-  }
-
-  // Kernel hooks placed by others, their owners and cost (seed 002). Lists BPF objects only
-  // when BPF is on; debugfs and tracefs are mounted only on the real /sys.
-  if (config_.hooks.enabled) {
-    collectors.push_back(std::make_unique<ForeignHookInventory>(
-        paths, kernel_.get(),
-        ForeignHookOptions{.config = config_.hooks,
-                           .labels = config_.labels,
-                           .bpf_inventory = config_.bpf_enabled,
-                           .may_mount = config_.sysfs_root == "/sys"}));
-  }
-
-  return std::make_unique<CollectorSet>(std::move(collectors), BuildInfo::Current(), paths);
-}
-
 int Daemon::Run() {
   // civetweb's threads start from a thread without capabilities: a flaw in its HTTP or TLS code
   // would reach uid 0 with none of kpathd's privileges.
@@ -213,7 +104,8 @@ int Daemon::Run() {
   spdlog::info("/metrics: {}", metrics_server_->SecuritySummary());
 
   const std::set<int> tracing_mounts = TracingMountIds();
-  collectors_ = BuildCollectors();
+  kernel_ = KernelFeaturesFor(config_);
+  collectors_ = BuildCollectorSet(config_, kernel_.get());
   collectors_->StartAll();
   // Every probe is loaded: the BTF that chose their mechanisms is not needed until a restart.
   if (auto* live = dynamic_cast<LiveKernelFeatures*>(kernel_.get())) live->ReleaseBtf();
@@ -259,20 +151,21 @@ int Daemon::Run() {
 
 SteadyStateWork Daemon::SteadyWork(const std::set<int>& tracing_mounts_before) const {
   SteadyStateWork work;
-  for (const ProbeState& probe : collectors_->ProbeStates()) {
-    // CollectorSet retries a BPF probe that did not attach, and restarts one that fails.
-    work.reattaches_probes |= !probe.excluded_by_config;
-    if (probe.mechanism == Mechanism::kNone) continue;
-    work.bpf_maps = true;
-    if (probe.probe == PercpuAllocProbe::kName || probe.probe == IrqOffProbe::kName) {
-      work.names_kernel_addresses = true;
+  collectors_->ForEach([&](const Collector& collector) {
+    const CollectorRow* row = FindCollectorRow(collector.Name());
+    static const CollectorNeeds kNone;
+    const CollectorNeeds& needs = row != nullptr ? row->needs : kNone;
+    work.foreign_bpf_inventory |= needs.foreign_bpf_inventory && config_.bpf_enabled;
+    for (const ProbeState& probe : collector.Probes()) {
+      // CollectorSet retries a BPF probe that did not attach, and restarts one that fails.
+      work.reattaches_probes |= !probe.excluded_by_config;
+      if (probe.mechanism == Mechanism::kNone) continue;
+      work.bpf_maps = true;
+      work.names_kernel_addresses |= needs.names_kernel_addresses;
+      work.perf_event_timers |= needs.perf_event_timers == probe.mechanism;
     }
-    if (probe.probe == IrqOffProbe::kName && probe.mechanism == Mechanism::kPerfEvent) {
-      work.perf_event_timers = true;
-    }
-  }
+  });
   work.kallsyms_path = HostPaths(config_.procfs_root, config_.sysfs_root).Proc("kallsyms").string();
-  work.foreign_bpf_inventory = config_.hooks.enabled && config_.bpf_enabled;
   for (int id : TracingMountIds()) work.mounted_tracing_fs |= !tracing_mounts_before.contains(id);
   return work;
 }
@@ -381,13 +274,8 @@ void Daemon::SamplerLoop() {
     if (reload) {
       interval = ToChrono(reload->sampling_interval);
       next_sample = now + interval;
-      meminfo_->SetGrowthWindow(reload->percpu.growth_window);
-      slab_->SetConfig(reload->slab);
-      if (cgroup_churn_) cgroup_churn_->SetChurnWindow(reload->percpu.growth_window);
+      collectors_->ForEach([&](Collector& collector) { ReloadCollector(collector, *reload); });
       collectors_->SetLabelLimits(reload->labels);
-      if (madvise_) {
-        madvise_->SetStormThreshold(static_cast<double>(reload->madvise.storm_calls_per_second));
-      }
       notifier_.ReloadDone(collectors_->StatusLine());
       for (pid_t requester : requesters) AnswerReloadRequest(requester, true);
     }

@@ -19,10 +19,6 @@
 
 namespace kpath {
 
-class MeminfoCollector;
-class MadviseProbe;
-class CgroupChurnProbe;
-class SlabCollector;
 class MetricsServer;
 
 class Daemon {
@@ -32,9 +28,6 @@ class Daemon {
   // Runs until SIGTERM or SIGINT. The caller must have blocked SIGTERM, SIGINT and SIGHUP in
   // every thread (BlockDaemonSignals) before calling. Returns the process exit code.
   int Run();
-  // Every collector and probe the configuration enables, not started yet. Run() and
-  // `kpathd diagnose` use it; the set must not outlive this Daemon (its kernel features).
-  std::unique_ptr<CollectorSet> BuildCollectors();
 
  private:
   void SamplerLoop();
@@ -47,13 +40,9 @@ class Daemon {
   Config config_;  // as running; only the main thread changes it
   SystemdNotifier notifier_;
   std::shared_ptr<Snapshot> snapshot_ = std::make_shared<Snapshot>();
-  std::unique_ptr<KernelFeatures> kernel_;
+  std::unique_ptr<KernelFeatures> kernel_;  // null when bpf.enabled is false
   std::unique_ptr<CollectorSet> collectors_;
   std::unique_ptr<MetricsServer> metrics_server_;
-  MeminfoCollector* meminfo_ = nullptr;       // owned by collectors_
-  CgroupChurnProbe* cgroup_churn_ = nullptr;  // owned by collectors_; null when not built
-  MadviseProbe* madvise_ = nullptr;           // owned by collectors_; null when the probe is off
-  SlabCollector* slab_ = nullptr;             // owned by collectors_
 
   // Shared between the main thread and the sampler.
   std::mutex mu_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "daemon/collector_registry.h"
 #include "daemon/collector_set.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose/rule.h"
@@ -32,8 +33,8 @@ int RunDiagnose(const CliOptions& cli, Config config) {
   }
   using Clock = std::chrono::steady_clock;
   const bool tty = isatty(STDERR_FILENO) == 1;
-  Daemon daemon(cli, config);
-  std::unique_ptr<CollectorSet> collectors = daemon.BuildCollectors();
+  std::unique_ptr<KernelFeatures> kernel = KernelFeaturesFor(config);
+  std::unique_ptr<CollectorSet> collectors = BuildCollectorSet(config, kernel.get());
   collectors->StartAll();
 
   Observation o;

@@ -1,8 +1,10 @@
 // The daemon's parts that need no kernel: command line, collector isolation, status line.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <thread>
 
 #include "daemon/cli.h"
+#include "daemon/collector_registry.h"
 #include "daemon/collector_set.h"
 #include "daemon/snapshot.h"
 
@@ -235,4 +237,52 @@ TEST_CASE("a started probe collector failing three collections in a row is re-at
   MetricFamilies out = set.CollectAll();  // re-attached, then collects
   CHECK(fake->starts == 2);
   CHECK(Sample(out, "kpath_collector_success", "probe") == 1);
+}
+
+TEST_CASE("collectors are made in registry order, the order of /metrics and STATUS=",
+          "[registry]") {
+  std::vector<std::string_view> names;
+  for (const CollectorRow& row : CollectorRegistry()) names.push_back(row.name);
+  CHECK(names == std::vector<std::string_view>{"meminfo", "percpu_alloc", "madvise", "tlb_flush",
+                                               "interrupts", "stat", "process", "cgroups",
+                                               "cgroup_churn", "irqoff", "slab", "slabinfo_readers",
+                                               "foreign_hooks"});
+}
+
+TEST_CASE("every probe row's defaults are drawn from its mechanisms, in their order",
+          "[registry]") {
+  for (const CollectorRow& row : CollectorRegistry()) {
+    INFO(row.name);
+    if (row.kind == CollectorRow::Kind::kSampler) {
+      CHECK(row.mechanisms.empty());
+      continue;
+    }
+    CHECK_FALSE(row.defaults.empty());
+    auto next = row.mechanisms.begin();
+    for (Mechanism m : row.defaults) {
+      next = std::find(next, row.mechanisms.end(), m);
+      REQUIRE(next != row.mechanisms.end());
+    }
+  }
+}
+
+TEST_CASE("without BPF only the samplers are made, each under its row's name", "[registry]") {
+  Config config;
+  config.bpf_enabled = false;
+  config.sysfs_root = "/nonexistent/sys";  // nothing is mounted
+  const CollectorEnvironment env{HostPaths("/nonexistent/proc", config.sysfs_root), nullptr};
+  auto names = [&] {
+    std::vector<std::string_view> out;
+    for (const auto& collector : MakeCollectors(config, env)) {
+      const CollectorRow* row = FindCollectorRow(collector->Name());
+      REQUIRE(row != nullptr);
+      out.push_back(row->name);
+    }
+    return out;
+  };
+  CHECK(names() == std::vector<std::string_view>{"meminfo", "interrupts", "stat", "process",
+                                                 "cgroups", "slab", "foreign_hooks"});
+  config.hooks.enabled = false;
+  CHECK(names() == std::vector<std::string_view>{"meminfo", "interrupts", "stat", "process",
+                                                 "cgroups", "slab"});
 }
