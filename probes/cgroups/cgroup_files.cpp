@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "fmt/format.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 
@@ -24,13 +25,8 @@ std::vector<std::string_view> SplitWhitespace(std::string_view line) {
 template <typename F>
 void ForEachLine(std::string_view text, F&& f) {
   size_t number = 0;
-  while (!text.empty()) {
-    size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    ++number;
-    if (!f(number, line)) return;
-    if (nl == std::string_view::npos) break;
-    text.remove_prefix(nl + 1);
+  for (std::string_view line : text::Lines(text)) {
+    if (!f(++number, line)) return;
   }
 }
 

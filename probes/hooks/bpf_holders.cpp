@@ -12,12 +12,12 @@
 #include <set>
 
 #include "probes/cgroups/systemd_unit.h"
-#include "probes/hooks/tracefs_text.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 namespace {
 
-using tracefs_text::Trim;
+using text::Trim;
 
 struct FdCloser {
   int fd = -1;
@@ -123,13 +123,13 @@ void ScanProcess(int proc_fd, const std::string& entry, pid_t pid, const TaskFdQ
 
 BpfFdinfo ParseBpfFdinfo(std::string_view text) {
   BpfFdinfo info;
-  for (std::string_view line : tracefs_text::Lines(text)) {
+  for (std::string_view line : text::Lines(text)) {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     std::string_view key = line.substr(0, colon);
     std::string_view value = Trim(line.substr(colon + 1));
     if (key == "prog_id" || key == "link_id") {
-      std::optional<uint64_t> id = tracefs_text::ParseDecimal(value);
+      std::optional<uint64_t> id = text::ParseDecimal(value);
       if (!id || *id == 0 || *id > UINT32_MAX) continue;
       (key == "prog_id" ? info.prog_id : info.link_id) = static_cast<uint32_t>(*id);
     } else if (key == "link_type") {
@@ -143,7 +143,7 @@ std::string SystemdUnitOfCgroupFile(std::string_view text) {
   // cgroup v2 ("0::/system.slice/foo.service") first, then v1's name=systemd hierarchy.
   std::string_view path;
   for (std::string_view prefix : {std::string_view("0::"), std::string_view(":name=systemd:")}) {
-    for (std::string_view line : tracefs_text::Lines(text)) {
+    for (std::string_view line : text::Lines(text)) {
       size_t at = line.find(prefix);
       if (at == std::string_view::npos) continue;
       if (prefix == "0::" && at != 0) continue;

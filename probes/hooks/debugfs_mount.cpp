@@ -14,11 +14,6 @@ namespace {
 
 constexpr long kDebugfsMagic = 0x64626720;  // DEBUGFS_MAGIC, include/uapi/linux/magic.h
 
-bool IsDirectory(const std::filesystem::path& path) {
-  std::error_code ec;
-  return std::filesystem::is_directory(path, ec);
-}
-
 bool IsDebugfs(const std::filesystem::path& path) {
   struct statfs fs;
   return ::statfs(path.c_str(), &fs) == 0 && static_cast<long>(fs.f_type) == kDebugfsMagic;

@@ -2,13 +2,13 @@
 
 #include <optional>
 
-#include "probes/hooks/tracefs_text.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 namespace {
 
-using tracefs_text::Tokens;
-using tracefs_text::Trim;
+using text::Tokens;
+using text::Trim;
 
 // "function_trace_call+0x0/0x1b0" or "(kprobe_ftrace_handler+0x0/0x1c0)" -> the function name.
 std::string_view SymbolOf(std::string_view text) {
@@ -40,7 +40,7 @@ std::optional<FtraceFunction> ParseLine(std::string_view line) {
   if (i >= tokens.size()) return std::nullopt;
   std::string_view count = tokens[i];
   if (count.size() < 3 || count.front() != '(' || count.back() != ')') return std::nullopt;
-  std::optional<uint64_t> users = tracefs_text::ParseDecimal(count.substr(1, count.size() - 2));
+  std::optional<uint64_t> users = text::ParseDecimal(count.substr(1, count.size() - 2));
   if (!users || *users > UINT32_MAX) return std::nullopt;
   function.users = static_cast<uint32_t>(*users);
   bool in_trampoline = false;
@@ -65,10 +65,10 @@ std::optional<FtraceFunction> ParseLine(std::string_view line) {
 
 FtraceFunctionList ParseEnabledFunctions(std::string_view text) {
   FtraceFunctionList list;
-  for (std::string_view line : tracefs_text::Lines(text)) {
+  for (std::string_view line : text::Lines(text)) {
     if (Trim(line).empty()) continue;
     // A continuation ("\tdirect-->bpf_trampoline_...") belongs to the function above it.
-    if (tracefs_text::IsSpace(line.front())) {
+    if (text::IsSpace(line.front())) {
       std::string_view rest = Trim(line);
       if (list.functions.empty()) {
         ++list.unparsed_lines;

@@ -43,11 +43,6 @@ std::chrono::steady_clock::duration ToChrono(absl::Duration d) {
       absl::ToChronoNanoseconds(d));
 }
 
-bool PathExists(const std::filesystem::path& path) {
-  std::error_code ec;
-  return std::filesystem::exists(path, ec);
-}
-
 std::string BoundedTarget(const std::string& target) {
   if (target.size() <= kMaxTargetLength) return target;
   // Keep the end: for a binary path and offset, the file name and offset say the most.
@@ -325,26 +320,7 @@ std::string ForeignHookInventory::QualifyTracepoint(std::string_view event) {
     categories_built_at_ = refreshes_;
     tracepoint_categories_.clear();
     absl::StatusOr<std::filesystem::path> tracefs = kernel_->Tracefs();
-    if (tracefs.ok()) {
-      // error_code overloads throughout: Collect() must not throw.
-      std::error_code ec;
-      std::vector<std::filesystem::path> categories;
-      for (std::filesystem::directory_iterator it(*tracefs / "events", ec), end; !ec && it != end;
-           it.increment(ec)) {
-        if (it->is_directory(ec)) categories.push_back(it->path());
-      }
-      std::sort(categories.begin(), categories.end());
-      for (const auto& category : categories) {
-        std::string name = category.filename().string();
-        for (std::filesystem::directory_iterator it(category, ec), end; !ec && it != end;
-             it.increment(ec)) {
-          if (!it->is_directory(ec)) continue;
-          std::string event_name = it->path().filename().string();
-          tracepoint_categories_.emplace(event_name, fmt::format("{}:{}", name, event_name));
-        }
-        ec.clear();
-      }
-    }
+    if (tracefs.ok()) tracepoint_categories_ = QualifiedTracepointNames(*tracefs);
     it = tracepoint_categories_.find(event);
   }
   return it == tracepoint_categories_.end() ? std::string(event) : it->second;

@@ -3,14 +3,14 @@
 #include <optional>
 
 #include "fmt/format.h"
-#include "probes/hooks/tracefs_text.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 namespace {
 
-using tracefs_text::ParseHex;
-using tracefs_text::Tokens;
-using tracefs_text::Trim;
+using text::ParseHex;
+using text::Tokens;
+using text::Trim;
 
 // A token made only of the flag words: "[DISABLED][FTRACE]". Sets the entry's flags.
 bool ConsumeFlags(std::string_view token, KprobeListEntry& entry) {
@@ -86,7 +86,7 @@ std::optional<KprobeListEntry> ParseLine(std::string_view line) {
 
 absl::StatusOr<KprobeList> ParseKprobeList(std::string_view text) {
   KprobeList list;
-  for (std::string_view line : tracefs_text::Lines(text)) {
+  for (std::string_view line : text::Lines(text)) {
     if (Trim(line).empty()) continue;
     if (std::optional<KprobeListEntry> entry = ParseLine(line)) {
       list.entries.push_back(*std::move(entry));

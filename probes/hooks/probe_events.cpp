@@ -2,15 +2,15 @@
 
 #include <optional>
 
-#include "probes/hooks/tracefs_text.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 namespace {
 
-using tracefs_text::ParseHex;
-using tracefs_text::ParseOffset;
-using tracefs_text::Tokens;
-using tracefs_text::Trim;
+using text::ParseHex;
+using text::ParseOffset;
+using text::Tokens;
+using text::Trim;
 
 // "/bin/bash:0x000000000004adf0" or with a reference counter "...:0x4adf0(0x1234)".
 bool ParseUprobeTarget(std::string_view spec, ProbeEvent& event) {
@@ -58,7 +58,7 @@ bool ParseLine(std::string_view line, std::vector<ProbeEvent>& out) {
   char kind = head[0];
   // Between the kind letter and ':' only a maxactive count may stand ("r16:").
   std::string_view maxactive = head.substr(1, colon - 1);
-  if (!maxactive.empty() && !tracefs_text::ParseDecimal(maxactive)) return false;
+  if (!maxactive.empty() && !text::ParseDecimal(maxactive)) return false;
   std::string_view name = head.substr(colon + 1);
   ProbeEvent event;
   if (size_t slash = name.find('/'); slash != std::string_view::npos) {
@@ -130,7 +130,7 @@ bool ParseLine(std::string_view line, std::vector<ProbeEvent>& out) {
 
 ProbeEventList ParseProbeEvents(std::string_view text) {
   ProbeEventList list;
-  for (std::string_view line : tracefs_text::Lines(text)) {
+  for (std::string_view line : text::Lines(text)) {
     std::string_view trimmed = Trim(line);
     if (trimmed.empty() || trimmed.starts_with('#')) continue;
     if (!ParseLine(trimmed, list.events)) ++list.unparsed_lines;

@@ -3,7 +3,8 @@
 #include <algorithm>
 
 #include "fmt/format.h"
-#include "probes/kernel/kernel_features.h"
+#include "probes/kernel/kallsyms.h"
+#include "probes/kernel/text.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -13,21 +14,13 @@ absl::StatusOr<KallsymsOutsideVmlinux> ParseKallsymsOutsideVmlinux(
   KallsymsOutsideVmlinux out;
   std::string module_lines;
   size_t lines = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = text.size();
-    std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
-    // "<hex address> <type> <name>[\t[<module>]]"
-    size_t sp1 = line.find(' ');
-    if (sp1 == std::string_view::npos || sp1 + 3 > line.size() || line[sp1 + 2] != ' ') continue;
-    uint64_t address = 0;
-    if (!ParseHex(line.substr(0, sp1), address)) continue;
+  for (std::string_view line : text::Lines(text)) {
+    std::optional<KallsymsLine> symbol = ParseKallsymsLine(line);
+    if (!symbol) continue;
     ++lines;
-    std::string_view rest = line.substr(sp1 + 3);
-    std::string_view name = rest.substr(0, rest.find_first_of(" \t"));
-    if (rest.find('[') != std::string_view::npos) {
+    uint64_t address = symbol->address;
+    std::string_view name = symbol->name;
+    if (!symbol->module.empty()) {
       module_lines.append(line);
       module_lines.push_back('\n');
       continue;

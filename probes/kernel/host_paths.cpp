@@ -12,6 +12,16 @@
 
 namespace kpath {
 
+bool PathExists(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
+bool IsDirectory(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+
 absl::StatusOr<std::string> ReadFileToString(const std::filesystem::path& path, size_t max_bytes) {
   // O_NONBLOCK: a FIFO or device put where a /proc or /sys file belongs (a hostile or broken
   // --procfs-root tree) must not hang the sampling loop; such a file is refused below.

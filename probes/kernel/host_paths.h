@@ -28,6 +28,10 @@ class HostPaths {
   std::filesystem::path sysfs_;
 };
 
+// Whether a path exists / is a directory; false on any error (never throws).
+bool PathExists(const std::filesystem::path& path);
+bool IsDirectory(const std::filesystem::path& path);
+
 // Reads a whole (pseudo-)file. /proc files report size 0, so this reads until EOF. The error
 // names the path and errno text. `max_bytes` bounds what a garbled or hostile file can cost.
 absl::StatusOr<std::string> ReadFileToString(const std::filesystem::path& path,

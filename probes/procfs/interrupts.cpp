@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 
@@ -14,27 +15,13 @@ namespace {
 // Error messages quote the offending line; a garbled file may hold one huge or binary line.
 constexpr size_t kMaxQuotedBytes = 96;
 
-bool IsBlank(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view SkipBlanks(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && IsBlank(s[i])) ++i;
-  return s.substr(i);
-}
+using text::IsBlank;
+using text::NextToken;
+using text::SkipBlanks;
 
 std::string_view TrimRight(std::string_view s) {
   while (!s.empty() && (IsBlank(s.back()) || s.back() == '\r')) s.remove_suffix(1);
   return s;
-}
-
-// The next blank-separated token; `s` is left after it.
-std::string_view NextToken(std::string_view& s) {
-  s = SkipBlanks(s);
-  size_t end = 0;
-  while (end < s.size() && !IsBlank(s[end])) ++end;
-  std::string_view token = s.substr(0, end);
-  s.remove_prefix(end);
-  return token;
 }
 
 bool IsDigits(std::string_view s) {
@@ -86,12 +73,8 @@ absl::StatusOr<Interrupts> ParseInterrupts(std::string_view text) {
   std::set<std::string, std::less<>> seen;
   bool have_header = false;
   size_t line_number = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t newline = text.find('\n', pos);
-    size_t line_end = newline == std::string_view::npos ? text.size() : newline;
-    std::string_view line = TrimRight(text.substr(pos, line_end - pos));
-    pos = line_end + 1;
+  for (std::string_view line : text::Lines(text)) {
+    line = TrimRight(line);
     ++line_number;
     if (SkipBlanks(line).empty()) continue;
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 
@@ -37,13 +38,8 @@ constexpr uint64_t kKiB = 1024;
 // Error messages quote the offending line; a garbled file may hold one huge or binary line.
 constexpr size_t kMaxQuotedBytes = 96;
 
-bool IsBlank(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view SkipBlanks(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && IsBlank(s[i])) ++i;
-  return s.substr(i);
-}
+using text::IsBlank;
+using text::SkipBlanks;
 
 // Field names become label values: printable ASCII only, which every kernel's names are.
 bool IsValidName(std::string_view name) {
@@ -116,12 +112,7 @@ absl::StatusOr<Meminfo> ParseMeminfo(std::string_view text) {
   std::vector<MeminfoField> fields;
   std::unordered_set<std::string_view> seen;  // views into `text`
   size_t line_number = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t newline = text.find('\n', pos);
-    size_t line_end = newline == std::string_view::npos ? text.size() : newline;
-    std::string_view line = text.substr(pos, line_end - pos);
-    pos = line_end + 1;
+  for (std::string_view line : text::Lines(text)) {
     ++line_number;
     if (SkipBlanks(line).empty()) continue;
 

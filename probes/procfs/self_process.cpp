@@ -9,6 +9,7 @@
 #include "fmt/format.h"
 #include "probes/collect/metric_families.h"
 #include "probes/kernel/host_paths.h"
+#include "probes/kernel/text.h"
 #include "probes/procfs/procfs_metrics.h"
 #include "probes/procfs/stat.h"
 
@@ -74,7 +75,7 @@ std::optional<uint64_t> ParseMaxOpenFiles(std::string_view limits_text) {
   size_t at = limits_text.find(kLimit);
   if (at == std::string_view::npos) return std::nullopt;
   std::string_view line = limits_text.substr(at + kLimit.size());
-  line = line.substr(0, line.find('\n'));
+  line = text::FirstLine(line);
   size_t start = line.find_first_not_of(' ');
   if (start == std::string_view::npos) return std::nullopt;
   line.remove_prefix(start);

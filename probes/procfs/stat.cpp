@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "fmt/format.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 
@@ -15,18 +16,7 @@ constexpr size_t kMaxQuotedBytes = 96;
 // user, nice, system, idle: present on every kernel kpathd can meet.
 constexpr size_t kMinCpuModes = 4;
 
-bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-std::string_view NextToken(std::string_view& s) {
-  size_t i = 0;
-  while (i < s.size() && IsBlank(s[i])) ++i;
-  s.remove_prefix(i);
-  size_t end = 0;
-  while (end < s.size() && !IsBlank(s[end])) ++end;
-  std::string_view token = s.substr(0, end);
-  s.remove_prefix(end);
-  return token;
-}
+using text::NextToken;
 
 std::string Quote(std::string_view line) {
   std::string quoted;
@@ -62,12 +52,7 @@ absl::StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   bool have_total = false;
   std::set<std::string, std::less<>> seen_cpus;
   size_t line_number = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t newline = text.find('\n', pos);
-    size_t line_end = newline == std::string_view::npos ? text.size() : newline;
-    std::string_view line = text.substr(pos, line_end - pos);
-    pos = line_end + 1;
+  for (std::string_view line : text::Lines(text)) {
     ++line_number;
     std::string_view rest = line;
     std::string_view key = NextToken(rest);

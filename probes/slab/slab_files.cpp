@@ -4,24 +4,13 @@
 #include <limits>
 
 #include "fmt/format.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 
 namespace {
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-
-std::vector<std::string_view> Fields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t i = 0;
-  while (i < line.size()) {
-    while (i < line.size() && IsSpace(line[i])) ++i;
-    size_t start = i;
-    while (i < line.size() && !IsSpace(line[i])) ++i;
-    if (i > start) fields.push_back(line.substr(start, i - start));
-  }
-  return fields;
-}
+using text::Tokens;
 
 bool ParseUnsigned(std::string_view s, uint64_t& out) {
   if (s.empty() || s.size() > 20) return false;
@@ -47,8 +36,8 @@ std::string Quote(std::string_view line) {
 }  // namespace
 
 absl::StatusOr<uint64_t> ParseSlabAttribute(std::string_view text) {
-  std::string_view line = text.substr(0, text.find('\n'));
-  std::vector<std::string_view> fields = Fields(line);
+  std::string_view line = text::FirstLine(text);
+  std::vector<std::string_view> fields = Tokens(line);
   uint64_t value = 0;
   if (fields.empty() || !ParseUnsigned(fields[0], value)) {
     return absl::InvalidArgumentError(
@@ -61,18 +50,13 @@ absl::StatusOr<std::vector<SlabinfoEntry>> ParseSlabinfo(std::string_view text) 
   std::vector<SlabinfoEntry> entries;
   size_t line_no = 0;
   bool have_version = false;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string_view::npos) eol = text.size();
-    std::string_view line = text.substr(pos, eol - pos);
-    pos = eol + 1;
+  for (std::string_view line : text::Lines(text)) {
     ++line_no;
     auto error = [&](std::string_view what) {
       return absl::InvalidArgumentError(
           fmt::format("slabinfo line {}: {} in {}", line_no, what, Quote(line)));
     };
-    std::vector<std::string_view> f = Fields(line);
+    std::vector<std::string_view> f = Tokens(line);
     if (f.empty()) continue;
     if (!have_version) {
       // "slabinfo - version: 2.1": 2.x is the layout below (since Linux 2.6.10).
