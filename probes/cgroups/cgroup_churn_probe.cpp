@@ -132,18 +132,13 @@ absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan) {
 CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan& plan) {
   DirectReads reads;
   if (!kernel_.HasVmlinuxBtf()) return reads;
-  reads.task_comm = kernel_.BtfMemberOffset("task_struct", "comm").value_or(0);
+  reads.task_comm = kernel_.Layout().Task().comm.value_or(0);
   if (plan.mechanism != Mechanism::kTpBtf) return reads;  // only tp_btf has the cgroup as BTF
-  std::optional<uint32_t> kn = kernel_.BtfMemberOffset("cgroup", "kn");
-  std::optional<uint32_t> hash = kernel_.BtfMemberOffset("kernfs_node", "hash");
-  std::optional<uint32_t> self = kernel_.BtfMemberOffset("cgroup", "self");
-  std::optional<uint32_t> parent = kernel_.BtfMemberOffset("cgroup_subsys_state", "parent");
-  std::optional<uint32_t> serial = kernel_.BtfMemberOffset("cgroup_subsys_state", "serial_nr");
-  if (kn && hash && self && parent && serial) {
-    reads.cgroup_kn = *kn;
-    reads.kn_hash = *hash;
-    reads.cgroup_parent = *self + *parent;
-    reads.css_serial = *serial;
+  if (const CgroupLayout& cgroup = kernel_.Layout().Cgroup(); cgroup.complete()) {
+    reads.cgroup_kn = *cgroup.cgroup_kn;
+    reads.kn_hash = *cgroup.kernfs_node_hash;
+    reads.cgroup_parent = *cgroup.cgroup_parent;
+    reads.css_serial = *cgroup.css_serial_nr;
   }
   return reads;
 }

@@ -14,19 +14,12 @@
 
 namespace kpath {
 
-namespace {
-bool Exists(const std::filesystem::path& path) {
-  std::error_code ec;
-  return std::filesystem::exists(path, ec);
-}
-}  // namespace
-
 absl::Status LiveIrqOffKernel::HardwareNmiSampling() {
   const std::filesystem::path sources = paths_.Sys("bus/event_source/devices");
 #if defined(__x86_64__)
   // The core PMU is `cpu` (`cpu_core`/`cpu_atom` on hybrid parts); its overflow is always an NMI.
   for (std::string_view pmu : {"cpu", "cpu_core", "cpu_atom"}) {
-    if (Exists(sources / pmu / "type")) return absl::OkStatus();
+    if (PathExists(sources / pmu / "type")) return absl::OkStatus();
   }
   return absl::UnavailableError(fmt::format(
       "no hardware PMU ({}/cpu absent: a VM without a virtual PMU?)", sources.string()));
@@ -51,7 +44,7 @@ absl::Status LiveIrqOffKernel::HardwareNmiSampling() {
 
 absl::Status LiveIrqOffKernel::SoftwareCpuClock() {
   std::filesystem::path type = paths_.Sys("bus/event_source/devices/software/type");
-  if (Exists(type)) return absl::OkStatus();
+  if (PathExists(type)) return absl::OkStatus();
   return absl::UnavailableError(fmt::format("no software perf event source ({})", type.string()));
 }
 
@@ -61,7 +54,7 @@ bool LiveIrqOffKernel::HasRingBuffer() {
 
 bool LiveIrqOffKernel::KvmStealTimeReadable() {
   std::filesystem::path btf_path = paths_.Sys("kernel/btf/vmlinux");
-  if (!Exists(btf_path)) return false;
+  if (!PathExists(btf_path)) return false;
   struct btf* btf = btf__parse(btf_path.c_str(), nullptr);
   if (btf == nullptr) return false;
   bool var = btf__find_by_name_kind(btf, "steal_time", BTF_KIND_VAR) > 0;
@@ -72,30 +65,6 @@ bool LiveIrqOffKernel::KvmStealTimeReadable() {
   constexpr std::array<std::string_view, 1> kWanted = {"steal_time"};
   absl::StatusOr<KallsymsOutsideVmlinux> parsed = ParseKallsymsOutsideVmlinux(*text, kWanted);
   return parsed.ok() && !parsed->listed_names.empty();
-}
-
-std::optional<TaskStructOffsets> LiveIrqOffKernel::TaskOffsets() {
-  std::filesystem::path btf_path = paths_.Sys("kernel/btf/vmlinux");
-  if (!Exists(btf_path)) return std::nullopt;
-  struct btf* btf = btf__parse(btf_path.c_str(), nullptr);
-  if (btf == nullptr) return std::nullopt;
-  std::optional<TaskStructOffsets> offsets;
-  int id = btf__find_by_name_kind(btf, "task_struct", BTF_KIND_STRUCT);
-  const struct btf_type* t = id > 0 ? btf__type_by_id(btf, id) : nullptr;
-  if (t != nullptr) {
-    std::optional<uint32_t> pid, comm;
-    const struct btf_member* m = btf_members(t);
-    for (int i = 0; i < btf_vlen(t); ++i, ++m) {
-      const char* name = btf__name_by_offset(btf, m->name_off);
-      uint32_t bits = btf_member_bit_offset(t, static_cast<__u32>(i));
-      if (name == nullptr || bits % 8 != 0) continue;
-      if (std::string_view(name) == "pid") pid = bits / 8;
-      if (std::string_view(name) == "comm") comm = bits / 8;
-    }
-    if (pid && comm) offsets = TaskStructOffsets{*pid, *comm};
-  }
-  btf__free(btf);
-  return offsets;
 }
 
 absl::StatusOr<std::vector<int>> LiveIrqOffKernel::OnlineCpus() {

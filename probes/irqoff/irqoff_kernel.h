@@ -14,13 +14,6 @@
 
 namespace kpath {
 
-// Byte offsets of the task_struct fields the context-switch hook reads.
-struct TaskStructOffsets {
-  uint32_t pid = 0;
-  uint32_t comm = 0;
-  bool operator==(const TaskStructOffsets&) const = default;
-};
-
 class IrqOffKernel {
  public:
   virtual ~IrqOffKernel() = default;
@@ -36,8 +29,6 @@ class IrqOffKernel {
   virtual bool KvmStealTimeReadable() = 0;
   // The CPUs online now.
   virtual absl::StatusOr<std::vector<int>> OnlineCpus() = 0;
-  // task_struct's pid and comm offsets from vmlinux BTF; nullopt without BTF.
-  virtual std::optional<TaskStructOffsets> TaskOffsets() = 0;
 };
 
 class LiveIrqOffKernel final : public IrqOffKernel {
@@ -48,7 +39,6 @@ class LiveIrqOffKernel final : public IrqOffKernel {
   bool HasRingBuffer() override;
   bool KvmStealTimeReadable() override;
   absl::StatusOr<std::vector<int>> OnlineCpus() override;
-  std::optional<TaskStructOffsets> TaskOffsets() override;
 
  private:
   HostPaths paths_;

@@ -187,10 +187,10 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
     if (method != IrqOffMethod::kPreemptIrq) {
       std::optional<int> args =
           kernel_.HasVmlinuxBtf() ? kernel_.BtfTracepointArgs("sched_switch") : std::nullopt;
-      std::optional<TaskStructOffsets> task = args ? irq_kernel_.TaskOffsets() : std::nullopt;
-      if (args && *args >= 3 && task) {
-        skel->rodata->task_pid_offset = task->pid;
-        skel->rodata->task_comm_offset = task->comm;
+      const TaskStructLayout& task = kernel_.Layout().Task();
+      if (args && *args >= 3 && task.pid && task.comm) {
+        skel->rodata->task_pid_offset = *task.pid;
+        skel->rodata->task_comm_offset = *task.comm;
         progs.sched_switch = skel->progs.irqoff_sched_switch_tp_btf;
         switch_hook_ = SwitchHook::kTpBtf;
       } else if (absl::StatusOr<TracepointFormat> format =

@@ -19,6 +19,14 @@ absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.
 
 }  // namespace
 
+KernelFeatures::KernelFeatures() : layout_(std::make_unique<KernelLayout>(*this)) {}
+KernelFeatures::KernelFeatures(const KernelFeatures&) : KernelFeatures() {}
+KernelFeatures& KernelFeatures::operator=(const KernelFeatures& other) {
+  if (this != &other) layout_ = std::make_unique<KernelLayout>(*this);
+  return *this;
+}
+KernelFeatures::~KernelFeatures() = default;
+
 LiveKernelFeatures::LiveKernelFeatures(HostPaths paths, bool may_mount)
     : paths_(std::move(paths)), may_mount_(may_mount) {}
 

@@ -18,6 +18,7 @@
 #include "probes/kernel/cpu_list.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/kernel/kallsyms.h"
+#include "probes/kernel/kernel_layout.h"
 #include "probes/kernel/tracefs.h"
 
 struct btf;
@@ -26,7 +27,15 @@ namespace kpath {
 
 class KernelFeatures {
  public:
-  virtual ~KernelFeatures() = default;
+  KernelFeatures();
+  // A copy (of a fake, in tests) starts with an empty layout cache of its own.
+  KernelFeatures(const KernelFeatures&);
+  KernelFeatures& operator=(const KernelFeatures&);
+  virtual ~KernelFeatures();
+
+  // The struct offsets and tracepoint layouts kpathd relies on, computed once from the answers
+  // below (kernel_layout.h).
+  KernelLayout& Layout() { return *layout_; }
 
   // /sys/kernel/btf/vmlinux exists and libbpf can load it.
   virtual bool HasVmlinuxBtf() = 0;
@@ -67,6 +76,9 @@ class KernelFeatures {
   virtual int PossibleCpus() = 0;
   // The kallsyms index (refreshed by the caller when modules change); may be null if unreadable.
   virtual std::shared_ptr<const KallsymsIndex> Kallsyms() = 0;
+
+ private:
+  std::unique_ptr<KernelLayout> layout_;
 };
 
 // The real kernel, through HostPaths. Results are cached after the first question.

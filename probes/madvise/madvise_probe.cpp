@@ -250,8 +250,7 @@ absl::Status MadviseProbe::AttachTracepoint(const AttachPlan& plan) {
   // Reading the comm from the task needs the verifier to know task_struct (vmlinux BTF) and
   // bpf_get_current_task_btf (5.11+): tried first, and if the kernel refuses it, the helper.
   std::optional<uint32_t> comm_offset;
-  if (direct && kernel_.HasVmlinuxBtf())
-    comm_offset = kernel_.BtfMemberOffset("task_struct", "comm");
+  if (direct && kernel_.HasVmlinuxBtf()) comm_offset = kernel_.Layout().Task().comm;
   Companion companion = CompanionFor(plan);
   absl::StatusOr<TracepointFormat> pm_format = kernel_.Tracepoint(kCategory, kProcessEvent);
   const bool pm_possible = companion.target.has_value() && pm_format.ok();

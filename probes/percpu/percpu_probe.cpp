@@ -95,14 +95,15 @@ std::vector<AttachPlan> PercpuAllocProbe::Plans() const {
 }
 
 PercpuAllocProbe::Layout PercpuAllocProbe::TracepointLayout() {
-  if (std::optional<int> args = kernel_.BtfTracepointArgs(kEvent)) {
-    if (*args >= 9) return Layout::kWithBytesAlloc;
-    if (*args >= 7) return Layout::kLegacy;
-    return Layout::kUnknown;
+  switch (kernel_.Layout().PercpuAlloc()) {
+    case PercpuAllocLayout::kWithBytesAlloc:
+      return Layout::kWithBytesAlloc;
+    case PercpuAllocLayout::kLegacy:
+      return Layout::kLegacy;
+    case PercpuAllocLayout::kUnknown:
+      break;
   }
-  absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint(kCategory, kEvent);
-  if (!format.ok()) return Layout::kUnknown;
-  return format->Find("bytes_alloc") ? Layout::kWithBytesAlloc : Layout::kLegacy;
+  return Layout::kUnknown;
 }
 
 absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan) {
@@ -246,8 +247,8 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   // part) from the task where the kernel has BTF: it has bpf_get_current_task_btf wherever it
   // has the table's atomics.
   if (table && kernel_.HasVmlinuxBtf()) {
-    std::optional<uint32_t> comm = kernel_.BtfMemberOffset("task_struct", "comm");
-    std::optional<uint32_t> tgid = kernel_.BtfMemberOffset("task_struct", "tgid");
+    std::optional<uint32_t> comm = kernel_.Layout().Task().comm;
+    std::optional<uint32_t> tgid = kernel_.Layout().Task().tgid;
     skel->rodata->task_comm_offset = comm.value_or(0);
     if (comm && tgid) {  // the task pointer comes with the comm offset
       skel->rodata->task_tgid_offset = *tgid;

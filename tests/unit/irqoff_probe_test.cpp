@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "fake_kernel_features.h"
 #include "probes/collect/probe_attacher.h"
 #include "probes/irqoff/irqoff.h"
 #include "probes/irqoff/kernel_stack_symbolizer.h"
@@ -23,35 +24,12 @@ using namespace kpath;
 
 namespace {
 
-// A kernel whose features are switches (see probe_attacher_test.cpp for the pattern).
-class FakeKernel final : public KernelFeatures {
- public:
-  bool btf = true;
-  std::set<std::string, std::less<>> btf_tracepoints;  // btf_trace_<event> present
-  std::set<std::string, std::less<>> tracepoints;      // "category:event"
-  std::map<std::string, TracepointFormat, std::less<>> formats;
-
-  bool HasVmlinuxBtf() override { return btf; }
-  std::optional<int> BtfTracepointArgs(std::string_view event) override {
-    if (!btf || !btf_tracepoints.count(event)) return std::nullopt;
-    return 2;
-  }
-  bool BtfHasFunction(std::string_view) override { return false; }
-  absl::StatusOr<std::filesystem::path> Tracefs() override { return std::filesystem::path("/x"); }
-  absl::StatusOr<TracepointFormat> Tracepoint(std::string_view category,
-                                              std::string_view event) override {
-    auto it = formats.find(std::string(category) + ":" + std::string(event));
-    if (it == formats.end()) return absl::NotFoundError("no such tracepoint");
-    return it->second;
-  }
-  bool TracepointExists(std::string_view category, std::string_view event) override {
-    return tracepoints.count(std::string(category) + ":" + std::string(event)) > 0;
-  }
-  std::optional<std::string> KernelFunction(std::string_view) override { return std::nullopt; }
-  absl::Status KprobesAvailable() override { return absl::FailedPreconditionError("no"); }
-  int PossibleCpus() override { return 2; }
-  std::shared_ptr<const KallsymsIndex> Kallsyms() override { return nullptr; }
-};
+// A kernel without kprobes whose tracefs holds no event unless a test adds it.
+FakeKernelFeatures Kernel() {
+  FakeKernelFeatures k;
+  k.tracefs = std::filesystem::path("/x");
+  return k;
+}
 
 class FakeIrqOffKernel final : public IrqOffKernel {
  public:
@@ -66,7 +44,6 @@ class FakeIrqOffKernel final : public IrqOffKernel {
   bool HasRingBuffer() override { return true; }
   bool KvmStealTimeReadable() override { return false; }
   absl::StatusOr<std::vector<int>> OnlineCpus() override { return std::vector<int>{0, 1}; }
-  std::optional<TaskStructOffsets> TaskOffsets() override { return std::nullopt; }
 };
 
 // The first plan Supported() accepts, as AttachFirstSupported would try it.
@@ -81,7 +58,7 @@ std::optional<AttachPlan> FirstSupported(IrqOffProbe& probe,
 }
 
 struct ProbeUnderTest {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   FakeIrqOffKernel* irq = nullptr;
   std::unique_ptr<IrqOffProbe> probe;
 
@@ -137,14 +114,14 @@ TEST_CASE("a kernel with an NMI-capable PMU gets NMI sampling", "[irqoff][mechan
 TEST_CASE("a debug kernel with preemptirq tracepoints gets exact lengths", "[irqoff][mechanisms]") {
   ProbeUnderTest t;
   t.irq->pmu_nmi = true;
-  t.kernel.btf_tracepoints = {"irq_disable", "irq_enable"};
+  t.kernel.btf_tracepoints = {{"irq_disable", 2}, {"irq_enable", 2}};
   std::optional<AttachPlan> plan = FirstSupported(*t.probe);
   REQUIRE(plan);
   CHECK(plan->mechanism == Mechanism::kTpBtf);
 
   // Without BTF: raw tracepoints, found through kallsyms or tracefs.
   t.kernel.btf = false;
-  t.kernel.tracepoints = {"preemptirq:irq_disable", "preemptirq:irq_enable"};
+  t.kernel.tracepoints = {"preemptirq/irq_disable", "preemptirq/irq_enable"};
   plan = FirstSupported(*t.probe);
   REQUIRE(plan);
   CHECK(plan->mechanism == Mechanism::kRawTp);
@@ -157,9 +134,9 @@ TEST_CASE("a debug kernel with preemptirq tracepoints gets exact lengths", "[irq
       "\tfield:s32 caller_offs;\toffset:8;\tsize:4;\tsigned:1;\n"
       "\tfield:s32 parent_offs;\toffset:12;\tsize:4;\tsigned:1;\n");
   REQUIRE(format.ok());
-  u.kernel.formats["preemptirq:irq_disable"] = *format;
+  u.kernel.formats["preemptirq/irq_disable"] = *format;
   format->name = "irq_enable";
-  u.kernel.formats["preemptirq:irq_enable"] = *format;
+  u.kernel.formats["preemptirq/irq_enable"] = *format;
   AttachPlan tracepoint = u.probe->Plans()[2];
   CHECK(u.probe->Supported(tracepoint).ok());
 }

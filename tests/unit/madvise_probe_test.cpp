@@ -10,6 +10,7 @@
 #include <set>
 
 #include "daemon/config.h"
+#include "fake_kernel_features.h"
 #include "probes/madvise/madvise.h"
 #include "probes/madvise/tlb_flush.h"
 #include "probes/madvise/tlb_flush_probe.h"
@@ -21,60 +22,19 @@ namespace fs = std::filesystem;
 
 const fs::path kLinux618 = fs::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
 
-TracepointFormat FixtureFormat(const std::string& category, const std::string& event) {
-  absl::StatusOr<std::string> text =
-      ReadFileToString(kLinux618 / "sys/kernel/tracing/events" / category / event / "format");
-  REQUIRE(text.ok());
-  absl::StatusOr<TracepointFormat> format = ParseTracepointFormat(*text);
-  REQUIRE(format.ok());
-  return *format;
+// A kernel with BTF and kprobes whose tracepoint formats come from the 6.18 fixtures.
+FakeKernelFeatures FixtureKernel() {
+  FakeKernelFeatures k;
+  k.kprobes = true;
+  k.tracefs = kLinux618;
+  k.fixture_tree = kLinux618;
+  return k;
 }
-
-// A kernel where each capability is a switch; tracepoint formats come from the 6.18 fixtures.
-class FakeKernel final : public KernelFeatures {
- public:
-  bool btf = true;
-  bool kprobes = true;
-  std::set<std::string, std::less<>> btf_functions;
-  std::map<std::string, std::vector<std::string>, std::less<>> btf_params;
-  std::set<std::string, std::less<>> kallsyms;
-  std::set<std::string, std::less<>> tracepoints;  // "category/event" with a fixture format
-
-  bool HasVmlinuxBtf() override { return btf; }
-  std::optional<int> BtfTracepointArgs(std::string_view) override { return std::nullopt; }
-  bool BtfHasFunction(std::string_view name) override {
-    return btf && btf_functions.count(name) > 0;
-  }
-  std::optional<std::vector<std::string>> BtfFunctionParams(std::string_view name) override {
-    auto it = btf_params.find(name);
-    if (!btf || it == btf_params.end()) return std::nullopt;
-    return it->second;
-  }
-  absl::StatusOr<std::filesystem::path> Tracefs() override { return kLinux618; }
-  absl::StatusOr<TracepointFormat> Tracepoint(std::string_view category,
-                                              std::string_view event) override {
-    std::string key = std::string(category) + "/" + std::string(event);
-    if (!tracepoints.count(key)) return absl::NotFoundError("no such tracepoint");
-    return FixtureFormat(std::string(category), std::string(event));
-  }
-  bool TracepointExists(std::string_view category, std::string_view event) override {
-    return tracepoints.count(std::string(category) + "/" + std::string(event)) > 0;
-  }
-  std::optional<std::string> KernelFunction(std::string_view name) override {
-    if (kallsyms.count(name)) return std::string(name);
-    return std::nullopt;
-  }
-  absl::Status KprobesAvailable() override {
-    return kprobes ? absl::OkStatus() : absl::FailedPreconditionError("no kprobes");
-  }
-  int PossibleCpus() override { return 2; }
-  std::shared_ptr<const KallsymsIndex> Kallsyms() override { return nullptr; }
-};
 
 // The x86_64 6.18 development kernel as far as the madvise probe asks (do_madvise with mm,
 // vector_madvise, both syscall tracepoints).
-FakeKernel Linux618() {
-  FakeKernel k;
+FakeKernelFeatures Linux618() {
+  FakeKernelFeatures k = FixtureKernel();
   for (const char* fn :
        {"__x64_sys_madvise", "__x64_sys_process_madvise", "do_madvise", "vector_madvise"}) {
     k.btf_functions.insert(fn);
@@ -128,7 +88,7 @@ TEST_CASE("argument layouts come from BTF parameter names", "[madvise]") {
 }
 
 TEST_CASE("madvise plans go from cheapest to the syscall tracepoint", "[madvise]") {
-  FakeKernel kernel = Linux618();
+  FakeKernelFeatures kernel = Linux618();
   MadviseProbe probe(kernel, {});
   std::vector<std::string> plans;
   for (const AttachPlan& p : probe.Plans()) {
@@ -142,7 +102,7 @@ TEST_CASE("madvise plans go from cheapest to the syscall tracepoint", "[madvise]
 }
 
 TEST_CASE("madvise mechanisms are supported where the kernel has what each needs", "[madvise]") {
-  FakeKernel kernel = Linux618();
+  FakeKernelFeatures kernel = Linux618();
   MadviseProbe probe(kernel, {});
   auto supported = [&](Mechanism m, const std::string& target) {
     return probe.Supported({m, target});
@@ -170,7 +130,7 @@ TEST_CASE("madvise mechanisms are supported where the kernel has what each needs
     CHECK(std::string(s.message()).find("unknown without BTF") != std::string::npos);
   }
   SECTION("an arm64 kernel without BTF (4.19): the arm64 wrapper") {
-    kernel = FakeKernel{};
+    kernel = FixtureKernel();
     kernel.btf = false;
     kernel.kallsyms = {"__arm64_sys_madvise"};
     CHECK(supported(Mechanism::kKprobe, "__x64_sys_madvise").code() == absl::StatusCode::kNotFound);
@@ -187,7 +147,7 @@ TEST_CASE("madvise mechanisms are supported where the kernel has what each needs
 }
 
 TEST_CASE("process_madvise is hooked alongside madvise without double counting", "[madvise]") {
-  FakeKernel kernel = Linux618();
+  FakeKernelFeatures kernel = Linux618();
   MadviseProbe probe(kernel, {});
   SECTION("tracepoint: its own syscall tracepoint") {
     auto c = probe.CompanionFor({Mechanism::kTracepoint, "syscalls:sys_enter_madvise"});
@@ -244,7 +204,7 @@ TEST_CASE("TLB flush reason names match the kernel's tlb_flush print format", "[
 }
 
 TEST_CASE("tlb_flush mechanisms: tp_btf, raw_tp, then the classic tracepoint", "[tlb]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = FixtureKernel();
   TlbFlushProbe probe(kernel, {});
   REQUIRE(probe.Plans().size() == 3);
   CHECK(probe.Plans()[0].mechanism == Mechanism::kTpBtf);

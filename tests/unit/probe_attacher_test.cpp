@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "fake_kernel_features.h"
 #include "probes/collect/bpf_probe.h"
 #include "probes/collect/probe_attacher.h"
 
@@ -11,35 +12,12 @@ using namespace kpath;
 
 namespace {
 
-// A kernel where each capability is a switch.
-class FakeKernel final : public KernelFeatures {
- public:
-  bool btf = true;
-  bool kprobes = false;
-  std::set<std::string, std::less<>> functions;
-
-  bool HasVmlinuxBtf() override { return btf; }
-  std::optional<int> BtfTracepointArgs(std::string_view) override {
-    return btf ? std::optional<int>(10) : std::nullopt;
-  }
-  bool BtfHasFunction(std::string_view name) override { return btf && functions.count(name) > 0; }
-  absl::StatusOr<std::filesystem::path> Tracefs() override {
-    return absl::UnavailableError("no tracefs");
-  }
-  absl::StatusOr<TracepointFormat> Tracepoint(std::string_view, std::string_view) override {
-    return absl::NotFoundError("no tracefs");
-  }
-  bool TracepointExists(std::string_view, std::string_view) override { return true; }
-  std::optional<std::string> KernelFunction(std::string_view name) override {
-    if (functions.count(name)) return std::string(name);
-    return std::nullopt;
-  }
-  absl::Status KprobesAvailable() override {
-    return kprobes ? absl::OkStatus() : absl::FailedPreconditionError("no kprobes");
-  }
-  int PossibleCpus() override { return 4; }
-  std::shared_ptr<const KallsymsIndex> Kallsyms() override { return nullptr; }
-};
+// A kernel with BTF, without tracefs and (unless a test says) without kprobes.
+FakeKernelFeatures Kernel() {
+  FakeKernelFeatures k;
+  k.possible_cpus = 4;
+  return k;
+}
 
 // A probe whose plans are checked against the fake kernel and whose attach can be made to fail.
 class FakeProbe final : public AttachableProbe {
@@ -115,7 +93,7 @@ class FakeBpfProbe final : public BpfProbe {
 }  // namespace
 
 TEST_CASE("the first supported mechanism is attached and reported", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   FakeProbe probe(kernel);
   ProbeState state = AttachFirstSupported(probe, {});
   CHECK(state.mechanism == Mechanism::kTpBtf);
@@ -125,7 +103,7 @@ TEST_CASE("the first supported mechanism is attached and reported", "[attach]") 
 }
 
 TEST_CASE("without BTF the probe falls back to raw_tp without trying tp_btf", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   kernel.btf = false;
   FakeProbe probe(kernel);
   ProbeState state = AttachFirstSupported(probe, {});
@@ -134,7 +112,7 @@ TEST_CASE("without BTF the probe falls back to raw_tp without trying tp_btf", "[
 }
 
 TEST_CASE("a mechanism whose load fails falls through to the next one", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   FakeProbe probe(kernel);
   probe.attach_fails = {Mechanism::kTpBtf, Mechanism::kRawTp};
   kernel.kprobes = true;
@@ -146,7 +124,7 @@ TEST_CASE("a mechanism whose load fails falls through to the next one", "[attach
 }
 
 TEST_CASE("the configured mechanisms restrict the choice, in the probe's order", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   kernel.kprobes = true;
   FakeProbe probe(kernel);
   ProbeState state = AttachFirstSupported(probe, {Mechanism::kKprobe, Mechanism::kRawTp});
@@ -155,7 +133,7 @@ TEST_CASE("the configured mechanisms restrict the choice, in the probe's order",
 }
 
 TEST_CASE("when nothing attaches the state is none with every reason", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   kernel.btf = false;
   FakeProbe probe(kernel);
   probe.attach_fails = {Mechanism::kRawTp};
@@ -168,7 +146,7 @@ TEST_CASE("when nothing attaches the state is none with every reason", "[attach]
 }
 
 TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   FakeProbe probe(kernel);
   ProbeState state = AttachFirstSupported(probe, {Mechanism::kFentry});
   CHECK(state.mechanism == Mechanism::kNone);
@@ -185,7 +163,7 @@ TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[atta
 
 TEST_CASE("leaving out only a costly mechanism the kernel has is off by configuration",
           "[attach]") {
-  FakeKernel kernel;  // no kprobes: the cheap plan cannot serve
+  FakeKernelFeatures kernel = Kernel();  // no kprobes: the cheap plan cannot serve
   FakeProbe probe(kernel);
   probe.plans = {{Mechanism::kKprobe, "some_function"},
                  {Mechanism::kRawTp, "raw_syscalls:sys_enter", /*costly=*/true}};
@@ -203,7 +181,7 @@ TEST_CASE("leaving out only a costly mechanism the kernel has is off by configur
 }
 
 TEST_CASE("a restriction that leaves out only what the kernel lacks is a failure", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   kernel.btf = false;
   FakeProbe probe(kernel);
   probe.attach_fails = {Mechanism::kRawTp};
@@ -219,7 +197,7 @@ TEST_CASE("a restriction that leaves out only what the kernel lacks is a failure
 
 TEST_CASE("a plan found blind after attaching falls through, and is told from a load failure",
           "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   FakeProbe probe(kernel);
   probe.attach_blind = {Mechanism::kTpBtf};
   ProbeState state = AttachFirstSupported(probe, {});
@@ -246,7 +224,7 @@ TEST_CASE("mechanism names round-trip and none is not configurable", "[attach]")
 
 TEST_CASE("a BpfProbe reports the plan it attached with its own words, and detaches on Stop",
           "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   kernel.btf = false;
   FakeBpfProbe probe(kernel, {});
   CHECK(probe.Name() == "fake_bpf");
@@ -268,7 +246,7 @@ TEST_CASE("a BpfProbe reports the plan it attached with its own words, and detac
 }
 
 TEST_CASE("a BpfProbe that attaches nothing fails Start without its own words", "[attach]") {
-  FakeKernel kernel;
+  FakeKernelFeatures kernel = Kernel();
   FakeBpfProbe probe(kernel, {Mechanism::kFentry});
   absl::Status started = probe.Start();
   CHECK(absl::IsUnavailable(started));

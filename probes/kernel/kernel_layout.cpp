@@ -1,0 +1,57 @@
+#include "probes/kernel/kernel_layout.h"
+
+#include "probes/kernel/kernel_features.h"
+
+namespace kpath {
+
+const TaskStructLayout& KernelLayout::Task() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!task_) {
+    task_ = TaskStructLayout{
+        .comm = kernel_.BtfMemberOffset("task_struct", "comm"),
+        .pid = kernel_.BtfMemberOffset("task_struct", "pid"),
+        .tgid = kernel_.BtfMemberOffset("task_struct", "tgid"),
+    };
+  }
+  return *task_;
+}
+
+const CgroupLayout& KernelLayout::Cgroup() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cgroup_) {
+    CgroupLayout layout{
+        .cgroup_kn = kernel_.BtfMemberOffset("cgroup", "kn"),
+        .kernfs_node_hash = kernel_.BtfMemberOffset("kernfs_node", "hash"),
+        .cgroup_parent = std::nullopt,
+        .css_serial_nr = kernel_.BtfMemberOffset("cgroup_subsys_state", "serial_nr"),
+    };
+    std::optional<uint32_t> self = kernel_.BtfMemberOffset("cgroup", "self");
+    std::optional<uint32_t> parent = kernel_.BtfMemberOffset("cgroup_subsys_state", "parent");
+    if (self && parent) layout.cgroup_parent = *self + *parent;
+    cgroup_ = layout;
+  }
+  return *cgroup_;
+}
+
+PercpuAllocLayout KernelLayout::PercpuAlloc() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (percpu_alloc_) return *percpu_alloc_;
+  PercpuAllocLayout layout = PercpuAllocLayout::kUnknown;
+  if (std::optional<int> args = kernel_.BtfTracepointArgs("percpu_alloc_percpu")) {
+    if (*args >= 9) {
+      layout = PercpuAllocLayout::kWithBytesAlloc;
+    } else if (*args >= 7) {
+      layout = PercpuAllocLayout::kLegacy;
+    }
+    percpu_alloc_ = layout;  // BTF's answer is final
+    return layout;
+  }
+  absl::StatusOr<TracepointFormat> format = kernel_.Tracepoint("percpu", "percpu_alloc_percpu");
+  if (!format.ok()) return layout;
+  layout =
+      format->Find("bytes_alloc") ? PercpuAllocLayout::kWithBytesAlloc : PercpuAllocLayout::kLegacy;
+  percpu_alloc_ = layout;
+  return layout;
+}
+
+}  // namespace kpath

@@ -1,0 +1,65 @@
+// Every struct member offset and tracepoint layout kpathd relies on, asked of the running kernel
+// once (vmlinux BTF, tracefs formats) and kept: kpathd's counterpart of bcc's core_fixes.bpf.h.
+// kpathd's BPF objects carry no CO-RE relocations (they must load on kernels without BTF), so
+// where BPF reads a kernel struct, user space hands it the offset through .rodata. Each entry
+// names the kernel change that made kpathd need it. Never keyed on a kernel version number.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+namespace kpath {
+
+class KernelFeatures;
+
+// task_struct, read by every probe that names the task (percpu, cgroup_churn, madvise, irqoff).
+// Its layout depends on the configuration (CONFIG_* members) and, since commit 29e48ce87f1e
+// ("task_struct: Allow randomized layout", v4.13, CONFIG_RANDSTRUCT), on a per-build seed: no
+// offset can be compiled in.
+struct TaskStructLayout {
+  std::optional<uint32_t> comm;  // char comm[16]
+  std::optional<uint32_t> pid;
+  std::optional<uint32_t> tgid;
+};
+
+// What cgroup_churn reads from the `struct cgroup *` of the cgroup_mkdir/rmdir tracepoints on
+// tp_btf: the cgroup's kernfs name hash and its parent's serial number. The cgroup tracepoints
+// (include/trace/events/cgroup.h, v4.13) pass the cgroup itself; struct cgroup embeds `self` (a
+// cgroup_subsys_state) whose members vary with the configuration (lockdep, percpu_ref), so the
+// parent pointer's place does too.
+struct CgroupLayout {
+  std::optional<uint32_t> cgroup_kn;         // cgroup.kn
+  std::optional<uint32_t> kernfs_node_hash;  // kernfs_node.hash
+  std::optional<uint32_t> cgroup_parent;     // cgroup.self + cgroup_subsys_state.parent
+  std::optional<uint32_t> css_serial_nr;     // cgroup_subsys_state.serial_nr
+  bool complete() const { return cgroup_kn && kernfs_node_hash && cgroup_parent && css_serial_nr; }
+};
+
+// percpu:percpu_alloc_percpu. Commit f67bed134a05 ("percpu: improve percpu_alloc_percpu event
+// trace", v6.0) added call_site, bytes_alloc and gfp_flags: 10 arguments instead of 7.
+enum class PercpuAllocLayout {
+  kUnknown,         // neither BTF nor the tracefs format tells
+  kWithBytesAlloc,  // v6.0+: call_site, ..., bytes_alloc, gfp_flags
+  kLegacy,          // reserved, is_atomic, size, align, base_addr, off, ptr
+};
+
+// Computed on first use from a KernelFeatures, then kept (a later ReleaseBtf does not lose it).
+class KernelLayout {
+ public:
+  explicit KernelLayout(KernelFeatures& kernel) : kernel_(kernel) {}
+
+  const TaskStructLayout& Task();
+  const CgroupLayout& Cgroup();
+  // kUnknown is not kept: tracefs may become reachable later (a probe retry asks again).
+  PercpuAllocLayout PercpuAlloc();
+
+ private:
+  KernelFeatures& kernel_;
+  std::mutex mu_;
+  std::optional<TaskStructLayout> task_;
+  std::optional<CgroupLayout> cgroup_;
+  std::optional<PercpuAllocLayout> percpu_alloc_;
+};
+
+}  // namespace kpath

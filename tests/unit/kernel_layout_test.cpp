@@ -1,0 +1,76 @@
+// KernelLayout: each offset and tracepoint layout is asked of the kernel once and kept.
+#include "probes/kernel/kernel_layout.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "fake_kernel_features.h"
+
+namespace kpath {
+namespace {
+
+const std::filesystem::path kLinux618 =
+    std::filesystem::path(KPATH_FIXTURES) / "linux-6.18.44-x86_64";
+const std::filesystem::path kLinux419 = std::filesystem::path(KPATH_FIXTURES) / "linux-4.19-x86_64";
+
+TEST_CASE("task_struct and cgroup offsets come from BTF, once", "[kernel][layout]") {
+  FakeKernelFeatures kernel;
+  kernel.btf_members = {{"task_struct.comm", 3000},
+                        {"task_struct.pid", 2400},
+                        {"task_struct.tgid", 2404},
+                        {"cgroup.kn", 264},
+                        {"kernfs_node.hash", 56},
+                        {"cgroup.self", 0},
+                        {"cgroup_subsys_state.parent", 184},
+                        {"cgroup_subsys_state.serial_nr", 168}};
+  const TaskStructLayout& task = kernel.Layout().Task();
+  CHECK(task.comm == 3000u);
+  CHECK(task.pid == 2400u);
+  CHECK(task.tgid == 2404u);
+  const CgroupLayout& cgroup = kernel.Layout().Cgroup();
+  CHECK(cgroup.complete());
+  CHECK(cgroup.cgroup_parent == 184u);  // cgroup.self + css.parent
+  // Kept: a kernel that later lost its BTF (ReleaseBtf) still has the answers.
+  kernel.btf = false;
+  CHECK(kernel.Layout().Task().comm == 3000u);
+}
+
+TEST_CASE("without BTF no offset is known", "[kernel][layout]") {
+  FakeKernelFeatures kernel;
+  kernel.btf = false;
+  CHECK_FALSE(kernel.Layout().Task().comm);
+  CHECK_FALSE(kernel.Layout().Cgroup().complete());
+}
+
+TEST_CASE("percpu_alloc_percpu's layout from BTF arity, else from its format", "[kernel][layout]") {
+  FakeKernelFeatures btf10;
+  btf10.btf_tracepoints = {{"percpu_alloc_percpu", 10}};
+  CHECK(btf10.Layout().PercpuAlloc() == PercpuAllocLayout::kWithBytesAlloc);
+  FakeKernelFeatures btf7;
+  btf7.btf_tracepoints = {{"percpu_alloc_percpu", 7}};
+  CHECK(btf7.Layout().PercpuAlloc() == PercpuAllocLayout::kLegacy);
+  FakeKernelFeatures btf3;
+  btf3.btf_tracepoints = {{"percpu_alloc_percpu", 3}};
+  CHECK(btf3.Layout().PercpuAlloc() == PercpuAllocLayout::kUnknown);
+
+  for (const auto& [tree, expected] : {std::pair{kLinux618, PercpuAllocLayout::kWithBytesAlloc},
+                                       std::pair{kLinux419, PercpuAllocLayout::kLegacy}}) {
+    FakeKernelFeatures classic;
+    classic.btf = false;
+    classic.tracefs = tree;
+    classic.fixture_tree = tree;
+    classic.tracepoints = {"percpu/percpu_alloc_percpu"};
+    CHECK(classic.Layout().PercpuAlloc() == expected);
+  }
+  // Unknown is asked again: tracefs may come later.
+  FakeKernelFeatures later;
+  later.btf = false;
+  CHECK(later.Layout().PercpuAlloc() == PercpuAllocLayout::kUnknown);
+  later.tracefs = kLinux618;
+  later.fixture_tree = kLinux618;
+  later.tracepoints = {"percpu/percpu_alloc_percpu"};
+  CHECK(later.Layout().PercpuAlloc() == PercpuAllocLayout::kWithBytesAlloc);
+}
+
+}  // namespace
+}  // namespace kpath
