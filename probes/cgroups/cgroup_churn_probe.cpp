@@ -12,9 +12,9 @@
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn.h"
 #include "probes/cgroups/cgroups_metrics.h"
-#include "probes/cgroups/systemd_unit.h"
 #include "probes/collect/bpf_maps.h"
 #include "probes/collect/label_values.h"
+#include "probes/kernel/systemd_unit.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {

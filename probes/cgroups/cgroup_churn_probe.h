@@ -18,10 +18,10 @@
 #include "probes/collect/bpf_handles.h"
 #include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
+#include "probes/collect/growth_rate.h"
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
 #include "probes/kernel/kernel_features.h"
-#include "probes/procfs/growth_rate.h"
 
 struct cgroup_churn_bpf;
 struct bpf_link;

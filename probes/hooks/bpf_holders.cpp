@@ -11,7 +11,7 @@
 #include <memory>
 #include <set>
 
-#include "probes/cgroups/systemd_unit.h"
+#include "probes/kernel/systemd_unit.h"
 #include "probes/kernel/text.h"
 
 namespace kpath {

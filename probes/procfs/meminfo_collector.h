@@ -12,9 +12,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "probes/collect/collector.h"
+#include "probes/collect/growth_rate.h"
 #include "probes/collect/human_units.h"
 #include "probes/kernel/host_paths.h"
-#include "probes/procfs/growth_rate.h"
 
 namespace kpath {
 

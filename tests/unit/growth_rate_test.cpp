@@ -1,4 +1,4 @@
-#include "probes/procfs/growth_rate.h"
+#include "probes/collect/growth_rate.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

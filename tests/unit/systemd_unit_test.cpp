@@ -1,4 +1,4 @@
-#include "probes/cgroups/systemd_unit.h"
+#include "probes/kernel/systemd_unit.h"
 
 #include <catch2/catch.hpp>
 #include <string>
