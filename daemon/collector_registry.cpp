@@ -133,8 +133,7 @@ const std::vector<CollectorRow>* MakeRegistry() {
           4,
           [](const Config& config, const CollectorEnvironment& env) -> std::unique_ptr<Collector> {
             return std::make_unique<IrqOffProbe>(
-                *env.kernel, std::make_unique<LiveIrqOffKernel>(env.paths), env.paths,
-                Allowed<IrqOffProbe>(config),
+                *env.kernel, env.paths, Allowed<IrqOffProbe>(config),
                 IrqOffOptions{.detector = config.irqoff, .labels = config.labels});
           },
           nullptr, {.names_kernel_addresses = true, .perf_event_timers = Mechanism::kPerfEvent}),
@@ -159,7 +158,7 @@ const std::vector<CollectorRow>* MakeRegistry() {
           [](const Config& config, const CollectorEnvironment& env) -> std::unique_ptr<Collector> {
             if (!config.hooks.enabled) return nullptr;
             return std::make_unique<ForeignHookInventory>(
-                env.paths, env.kernel,
+                env.paths, *env.kernel,
                 ForeignHookOptions{.config = config.hooks,
                                    .labels = config.labels,
                                    .bpf_inventory = config.bpf_enabled,
@@ -225,7 +224,7 @@ std::vector<std::unique_ptr<Collector>> MakeCollectors(const Config& config,
   for (const CollectorRow& row : CollectorRegistry()) {
     // A BPF probe is made when BPF is on and the probe is enabled; it logs either way.
     if (row.kind == CollectorRow::Kind::kBpfProbe) {
-      if (env.kernel == nullptr) continue;
+      if (!config.bpf_enabled) continue;
       if (!config.Probe(row.name).enabled) {
         spdlog::info("probe {}: disabled in the configuration", row.name);
         continue;
@@ -244,14 +243,15 @@ void ReloadCollector(Collector& collector, const Config& config) {
 }
 
 std::unique_ptr<KernelFeatures> KernelFeaturesFor(const Config& config) {
-  if (!config.bpf_enabled) {
-    spdlog::info("bpf.enabled is false: no BPF probe is loaded");
-    return nullptr;
-  }
-  // Mount tracefs only on the real /sys, never inside a fixture tree.
+  // Mount tracefs only on the real /sys, never inside a fixture tree. Asked lazily: with BPF off
+  // only the foreign-hook inventory asks it (where tracefs is).
   auto kernel = std::make_unique<LiveKernelFeatures>(
       HostPaths(config.procfs_root, config.sysfs_root), config.sysfs_root == "/sys");
-  RouteLibbpfLogsToSpdlog();
+  if (config.bpf_enabled) {
+    RouteLibbpfLogsToSpdlog();
+  } else {
+    spdlog::info("bpf.enabled is false: no BPF probe is loaded");
+  }
   return kernel;
 }
 

@@ -20,7 +20,9 @@ namespace kpath {
 // What collectors are made with.
 struct CollectorEnvironment {
   HostPaths paths;
-  KernelFeatures* kernel = nullptr;  // null when bpf.enabled is false: no BPF probe is made
+  // The one feature cache (KernelFeaturesFor), also with bpf.enabled false, when no BPF probe is
+  // made but the foreign-hook inventory still asks where tracefs is.
+  KernelFeatures* kernel = nullptr;
 };
 
 // What a collector goes on doing once started, for the capabilities kpathd keeps
@@ -73,7 +75,7 @@ std::vector<std::unique_ptr<Collector>> MakeCollectors(const Config& config,
 // Applies a reloaded configuration to a collector made by MakeCollectors.
 void ReloadCollector(Collector& collector, const Config& config);
 
-// The kernel features the BPF probes of `config` ask; null when bpf.enabled is false (logged).
+// The kernel features the collectors of `config` ask (lazy: nothing is read until asked).
 std::unique_ptr<KernelFeatures> KernelFeaturesFor(const Config& config);
 
 // The collector set of `config`, not started (kpathd and `kpathd diagnose`). `kernel`, from

@@ -13,6 +13,7 @@
 #include "fmt/format.h"
 #include "probes/collect/bpf_program_stats.h"
 #include "probes/hooks/hooks_metrics.h"
+#include "probes/kernel/text.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -55,17 +56,15 @@ std::optional<pid_t> OwnPidInProcfs(const HostPaths& paths) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink(paths.Proc("self"), ec);
   if (ec) return std::nullopt;
-  std::string name = self.filename().string();
-  if (name.empty() || name.size() > 9 ||  // pids stay below 2^22; stol must not throw
-      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return static_cast<pid_t>(std::stol(name));
+  // Pids stay below 2^22 (PID_MAX_LIMIT).
+  std::optional<uint64_t> pid = text::ParseDecimal(self.filename().string());
+  if (!pid || *pid > (uint64_t{1} << 22)) return std::nullopt;
+  return static_cast<pid_t>(*pid);
 }
 
 }  // namespace
 
-ForeignHookInventory::ForeignHookInventory(HostPaths paths, KernelFeatures* kernel,
+ForeignHookInventory::ForeignHookInventory(HostPaths paths, KernelFeatures& kernel,
                                            ForeignHookOptions options)
     : paths_(paths),
       kernel_(kernel),
@@ -82,10 +81,6 @@ ForeignHookInventory::~ForeignHookInventory() { Stop(); }
 
 absl::Status ForeignHookInventory::Start() {
   own_pid_ = ::getpid();
-  if (kernel_ == nullptr) {
-    own_kernel_ = std::make_unique<LiveKernelFeatures>(paths_, options_.may_mount);
-    kernel_ = own_kernel_.get();
-  }
   if (!options_.bpf_inventory) {
     spdlog::info(
         "foreign hooks: bpf.enabled is false: BPF programs and links are not listed, "
@@ -181,7 +176,7 @@ TracingSources ForeignHookInventory::ReadTracing() {
   }
 
   // tracefs dynamic events and ftrace users.
-  absl::StatusOr<std::filesystem::path> tracefs = kernel_->Tracefs();
+  absl::StatusOr<std::filesystem::path> tracefs = kernel_.Tracefs();
   std::set<std::tuple<std::string, std::string, std::string, uint64_t>> seen_events;
   for (std::string_view source : {kSourceDynamicEvents, kSourceKprobeEvents, kSourceUprobeEvents}) {
     source_available_[std::string(source)] = false;
@@ -319,7 +314,7 @@ std::string ForeignHookInventory::QualifyTracepoint(std::string_view event) {
     // Built on first need, rebuilt at most once a refresh (a module may add tracepoints).
     categories_built_at_ = refreshes_;
     tracepoint_categories_.clear();
-    absl::StatusOr<std::filesystem::path> tracefs = kernel_->Tracefs();
+    absl::StatusOr<std::filesystem::path> tracefs = kernel_.Tracefs();
     if (tracefs.ok()) tracepoint_categories_ = QualifiedTracepointNames(*tracefs);
     it = tracepoint_categories_.find(event);
   }

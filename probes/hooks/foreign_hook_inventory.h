@@ -45,8 +45,9 @@ class ForeignHookInventory final : public Collector {
  public:
   static constexpr std::string_view kName = "foreign_hooks";
 
-  // `kernel` may be null (BPF off): tracefs is then found through a LiveKernelFeatures of its own.
-  ForeignHookInventory(HostPaths paths, KernelFeatures* kernel, ForeignHookOptions options);
+  // `kernel`: the one feature cache of the daemon, there with BPF off too (it tells where tracefs
+  // is).
+  ForeignHookInventory(HostPaths paths, KernelFeatures& kernel, ForeignHookOptions options);
   ~ForeignHookInventory() override;
 
   std::string_view Name() const override { return kName; }
@@ -69,8 +70,7 @@ class ForeignHookInventory final : public Collector {
   void LogOnce(std::string_view key, const std::string& message);
 
   HostPaths paths_;
-  KernelFeatures* kernel_;
-  std::unique_ptr<KernelFeatures> own_kernel_;  // when `kernel` was null
+  KernelFeatures& kernel_;
   ForeignHookOptions options_;
   HotTargets hot_;
   DebugfsMount debugfs_;

@@ -91,7 +91,7 @@ std::string DescribeRegion(const IrqOffRegion& region) {
 }
 
 absl::Status IrqOffProbe::OpenEventBuffer() {
-  if (irq_kernel_.HasRingBuffer()) {
+  if (kernel_.HasRingBuffer()) {
     ring_ =
         ring_buffer__new(MapFd(obj_, "irqoff_events"), HandleRingEvent, &drained_events_, nullptr);
     if (!ring_) return LibbpfError("ring_buffer__new", errno);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "probes/irqoff/kernel_stack_symbolizer.h"
+#include "probes/kernel/kernel_stack_symbolizer.h"
 
 struct irqoff_event;
 

@@ -43,11 +43,9 @@ std::string_view IrqOffMethodName(IrqOffMethod method) {
   return "none";
 }
 
-IrqOffProbe::IrqOffProbe(KernelFeatures& kernel, std::unique_ptr<IrqOffKernel> irq_kernel,
-                         HostPaths paths, std::vector<Mechanism> allowed, IrqOffOptions options)
+IrqOffProbe::IrqOffProbe(KernelFeatures& kernel, HostPaths paths, std::vector<Mechanism> allowed,
+                         IrqOffOptions options)
     : BpfProbe(kName, kernel, std::move(allowed)),
-      irq_kernel_owned_(std::move(irq_kernel)),
-      irq_kernel_(*irq_kernel_owned_),
       paths_(std::move(paths)),
       options_(options),
       regions_(
@@ -111,8 +109,8 @@ absl::Status IrqOffProbe::Supported(const AttachPlan& plan) {
       }
       return absl::OkStatus();
     case Mechanism::kPerfEvent: {
-      if (absl::Status s = irq_kernel_.SoftwareCpuClock(); !s.ok()) return s;
-      if (MethodOf(plan) == IrqOffMethod::kNmi) return irq_kernel_.HardwareNmiSampling();
+      if (absl::Status s = kernel_.SoftwareCpuClock(); !s.ok()) return s;
+      if (MethodOf(plan) == IrqOffMethod::kNmi) return kernel_.HardwareNmiSampling();
       return absl::OkStatus();
     }
     default:
@@ -126,7 +124,7 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
   skel->rodata->period_ns = static_cast<__u64>(absl::ToInt64Nanoseconds(options_.detector.period));
   skel->rodata->threshold_ns =
       static_cast<__u64>(absl::ToInt64Nanoseconds(options_.detector.threshold));
-  const bool ring = irq_kernel_.HasRingBuffer();
+  const bool ring = kernel_.HasRingBuffer();
   skel->rodata->use_ringbuf = ring ? 1 : 0;
   if (!ring) {
     // The map must still be created for the object to load: make it a one-slot array.
@@ -215,7 +213,7 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
   std::vector<std::string> failures;
   // Steal correction only matters to the timer methods; its object loads only where the kernel
   // resolves KVM's steal_time (else the plain object is used).
-  const bool try_steal = method != IrqOffMethod::kPreemptIrq && irq_kernel_.KvmStealTimeReadable();
+  const bool try_steal = method != IrqOffMethod::kPreemptIrq && kernel_.KvmStealTimeReadable();
   for (bool steal : {true, false}) {
     if (steal && !try_steal) continue;
     // Helpers (idle and context-switch hooks) first; without them if they keep it from loading.

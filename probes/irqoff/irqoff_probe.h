@@ -21,10 +21,9 @@
 #include "probes/collect/label_limits.h"
 #include "probes/irqoff/irqoff_config.h"
 #include "probes/irqoff/irqoff_events.h"
-#include "probes/irqoff/irqoff_kernel.h"
-#include "probes/irqoff/kernel_stack_symbolizer.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/kernel/kernel_features.h"
+#include "probes/kernel/kernel_stack_symbolizer.h"
 
 struct bpf_object;
 struct bpf_link;
@@ -53,9 +52,8 @@ class IrqOffProbe final : public BpfProbe {
                                           Mechanism::kTracepoint, Mechanism::kPerfEvent};
   static constexpr std::array kDefaultMechanisms = kMechanisms;
 
-  // `irq_kernel`: what else the probe asks the kernel (LiveIrqOffKernel, or a fake in tests).
-  IrqOffProbe(KernelFeatures& kernel, std::unique_ptr<IrqOffKernel> irq_kernel, HostPaths paths,
-              std::vector<Mechanism> allowed, IrqOffOptions options);
+  IrqOffProbe(KernelFeatures& kernel, HostPaths paths, std::vector<Mechanism> allowed,
+              IrqOffOptions options);
   ~IrqOffProbe() override;
 
   // Checks the threshold against the period, then attaches.
@@ -113,8 +111,6 @@ class IrqOffProbe final : public BpfProbe {
   void CountRegions(uint64_t events_lost);
   absl::Status ReadIntervalMax(double& seconds);
 
-  std::unique_ptr<IrqOffKernel> irq_kernel_owned_;
-  IrqOffKernel& irq_kernel_;
   HostPaths paths_;
   IrqOffOptions options_;
 

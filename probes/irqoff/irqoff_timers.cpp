@@ -30,7 +30,7 @@ int PerfEventOpen(perf_event_attr& attr, int cpu) {
 }  // namespace
 
 absl::Status IrqOffProbe::AttachTimers() {
-  absl::StatusOr<std::vector<int>> online = irq_kernel_.OnlineCpus();
+  absl::StatusOr<std::vector<int>> online = kernel_.OnlineCpus();
   if (!online.ok()) return online.status();
   std::vector<std::string> errors;
   for (int cpu : *online) {
@@ -112,7 +112,7 @@ void IrqOffProbe::DetachCpu(int cpu) {
 
 void IrqOffProbe::RefreshCpus() {
   if (method_ != IrqOffMethod::kNmi && method_ != IrqOffMethod::kSoftwareTimer) return;
-  absl::StatusOr<std::vector<int>> online = irq_kernel_.OnlineCpus();
+  absl::StatusOr<std::vector<int>> online = kernel_.OnlineCpus();
   if (!online.ok()) return;  // keep what is attached
   std::vector<int> gone;
   for (const auto& [cpu, timers] : cpus_) {

@@ -76,6 +76,19 @@ class KernelFeatures {
   virtual int PossibleCpus() = 0;
   // The kallsyms index (refreshed by the caller when modules change); may be null if unreadable.
   virtual std::shared_ptr<const KallsymsIndex> Kallsyms() = 0;
+  // The CPUs online now (not cached: CPUs come and go).
+  virtual absl::StatusOr<std::vector<int>> OnlineCpus() = 0;
+  // Ok when a hardware PMU delivers its overflow interrupt as an NMI, which IRQs off cannot
+  // hold back (x86's `cpu` PMU; an arm64 PMU with GICv3 pseudo-NMIs on); else why not.
+  virtual absl::Status HardwareNmiSampling() = 0;
+  // Ok when the `software` perf event source (cpu-clock) exists.
+  virtual absl::Status SoftwareCpuClock() = 0;
+  // BPF ring buffer maps (BPF_MAP_TYPE_RINGBUF, Linux 5.8+); else the perf buffer is used.
+  virtual bool HasRingBuffer() = 0;
+  // BPF can read KVM's per-CPU steal-time record as a typed ksym: vmlinux BTF describes the
+  // per-CPU variable `steal_time` and kallsyms lists it (CONFIG_KALLSYMS_ALL), so the kernel
+  // resolves it.
+  virtual bool KvmStealTimeReadable() = 0;
 
  private:
   std::unique_ptr<KernelLayout> layout_;
@@ -102,6 +115,11 @@ class LiveKernelFeatures final : public KernelFeatures {
   absl::Status KprobesAvailable() override;
   int PossibleCpus() override;
   std::shared_ptr<const KallsymsIndex> Kallsyms() override;
+  absl::StatusOr<std::vector<int>> OnlineCpus() override;
+  absl::Status HardwareNmiSampling() override;
+  absl::Status SoftwareCpuClock() override;
+  bool HasRingBuffer() override;
+  bool KvmStealTimeReadable() override;
   // Frees the parsed vmlinux BTF (~6 MB resident), for when every probe is loaded; a later
   // question parses it again.
   void ReleaseBtf();

@@ -270,7 +270,9 @@ TEST_CASE("without BPF only the samplers are made, each under its row's name", "
   Config config;
   config.bpf_enabled = false;
   config.sysfs_root = "/nonexistent/sys";  // nothing is mounted
-  const CollectorEnvironment env{HostPaths("/nonexistent/proc", config.sysfs_root), nullptr};
+  const HostPaths paths("/nonexistent/proc", config.sysfs_root);
+  LiveKernelFeatures kernel(paths, /*may_mount=*/false);
+  const CollectorEnvironment env{paths, &kernel};
   auto names = [&] {
     std::vector<std::string_view> out;
     for (const auto& collector : MakeCollectors(config, env)) {

@@ -32,6 +32,11 @@ class FakeKernelFeatures final : public KernelFeatures {
   std::map<std::string, TracepointFormat, std::less<>> formats;  // "category/event"
   // The tracefs root; nullopt: Tracefs() and Tracepoint() fail with "no tracefs".
   std::optional<std::filesystem::path> tracefs;
+  bool pmu_nmi = false;  // a hardware PMU whose overflow is an NMI
+  bool software = true;  // the `software` perf event source
+  bool ring_buffer = true;
+  bool kvm_steal_time = false;
+  std::vector<int> online_cpus = {0, 1};
   // A fixture tree (tests/fixtures/linux-*): a listed tracepoint without an entry in `formats`
   // gets its format from <tree>/sys/kernel/tracing/events/.
   std::optional<std::filesystem::path> fixture_tree;
@@ -87,6 +92,15 @@ class FakeKernelFeatures final : public KernelFeatures {
   }
   int PossibleCpus() override { return possible_cpus; }
   std::shared_ptr<const KallsymsIndex> Kallsyms() override { return nullptr; }
+  absl::StatusOr<std::vector<int>> OnlineCpus() override { return online_cpus; }
+  absl::Status HardwareNmiSampling() override {
+    return pmu_nmi ? absl::OkStatus() : absl::UnavailableError("no hardware PMU");
+  }
+  absl::Status SoftwareCpuClock() override {
+    return software ? absl::OkStatus() : absl::UnavailableError("no software events");
+  }
+  bool HasRingBuffer() override { return ring_buffer; }
+  bool KvmStealTimeReadable() override { return kvm_steal_time; }
 };
 
 }  // namespace kpath

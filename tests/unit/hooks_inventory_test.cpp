@@ -306,7 +306,9 @@ TEST_CASE(
   ForeignHookOptions options;
   options.config.max_info_series = 3;
   options.bpf_inventory = false;
-  ForeignHookInventory collector(HostPaths(root + "/proc", root + "/sys"), nullptr, options);
+  HostPaths paths(root + "/proc", root + "/sys");
+  LiveKernelFeatures kernel(paths, /*may_mount=*/false);
+  ForeignHookInventory collector(paths, kernel, options);
   REQUIRE(collector.Start().ok());
   MetricFamilies families;
   REQUIRE(collector.Collect(families).ok());

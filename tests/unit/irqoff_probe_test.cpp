@@ -18,7 +18,7 @@
 #include "fake_kernel_features.h"
 #include "probes/collect/probe_attacher.h"
 #include "probes/irqoff/irqoff.h"
-#include "probes/irqoff/kernel_stack_symbolizer.h"
+#include "probes/kernel/kernel_stack_symbolizer.h"
 
 using namespace kpath;
 
@@ -30,21 +30,6 @@ FakeKernelFeatures Kernel() {
   k.tracefs = std::filesystem::path("/x");
   return k;
 }
-
-class FakeIrqOffKernel final : public IrqOffKernel {
- public:
-  bool pmu_nmi = false;
-  bool software = true;
-  absl::Status HardwareNmiSampling() override {
-    return pmu_nmi ? absl::OkStatus() : absl::UnavailableError("no hardware PMU");
-  }
-  absl::Status SoftwareCpuClock() override {
-    return software ? absl::OkStatus() : absl::UnavailableError("no software events");
-  }
-  bool HasRingBuffer() override { return true; }
-  bool KvmStealTimeReadable() override { return false; }
-  absl::StatusOr<std::vector<int>> OnlineCpus() override { return std::vector<int>{0, 1}; }
-};
 
 // The first plan Supported() accepts, as AttachFirstSupported would try it.
 std::optional<AttachPlan> FirstSupported(IrqOffProbe& probe,
@@ -59,13 +44,11 @@ std::optional<AttachPlan> FirstSupported(IrqOffProbe& probe,
 
 struct ProbeUnderTest {
   FakeKernelFeatures kernel = Kernel();
-  FakeIrqOffKernel* irq = nullptr;
+  FakeKernelFeatures* irq = &kernel;  // the perf sources of the kernel
   std::unique_ptr<IrqOffProbe> probe;
 
   explicit ProbeUnderTest(IrqOffConfig config = {}) {
-    auto fake = std::make_unique<FakeIrqOffKernel>();
-    irq = fake.get();
-    probe = std::make_unique<IrqOffProbe>(kernel, std::move(fake), HostPaths("/nonexistent", "/x"),
+    probe = std::make_unique<IrqOffProbe>(kernel, HostPaths("/nonexistent", "/x"),
                                           std::vector<Mechanism>{},
                                           IrqOffOptions{.detector = config, .labels = {}});
   }

@@ -1,4 +1,4 @@
-#include "probes/irqoff/kernel_stack_symbolizer.h"
+#include "probes/kernel/kernel_stack_symbolizer.h"
 
 #include <algorithm>
 
