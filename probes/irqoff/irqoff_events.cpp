@@ -41,7 +41,7 @@ std::string FormatMs(absl::Duration d) {
   return fmt::format("{:g}ms", absl::ToDoubleMilliseconds(d));
 }
 
-IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelStackSymbolizer& symbolizer) {
+IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelSymbolizer& symbolizer) {
   IrqOffRegion region;
   region.seconds = static_cast<double>(event.length_ns) / 1e9;
   region.cpu = static_cast<int>(event.cpu);

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "probes/kernel/kernel_stack_symbolizer.h"
+#include "probes/kernel/kernel_symbolizer.h"
 
 struct irqoff_event;
 
@@ -26,7 +26,7 @@ struct IrqOffRegion {
 };
 
 // Builds the region from a raw event (pure but for the symbolizer).
-IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelStackSymbolizer& symbolizer);
+IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelSymbolizer& symbolizer);
 
 // "23.1 ms on CPU 1 in ss (pid 4242), culprit get_slabinfo; stack: a <- b <- c"
 std::string DescribeRegion(const IrqOffRegion& region);

@@ -301,7 +301,7 @@ absl::Status IrqOffProbe::Attach(const AttachPlan& plan) {
   }
   if (absl::Status s = OpenEventBuffer(); !s.ok()) return fail(s);
   if (!symbolizer_) {
-    symbolizer_ = std::make_unique<KernelStackSymbolizer>(paths_, kernel_.Kallsyms());
+    symbolizer_ = std::make_unique<KernelSymbolizer>(paths_, kernel_.Kallsyms());
   }
   // Every program loaded, those on the CPUs' perf events and helpers that did not attach too.
   programs_ = LoadedPrograms(kName, obj_);

@@ -23,7 +23,7 @@
 #include "probes/irqoff/irqoff_events.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/kernel/kernel_features.h"
-#include "probes/kernel/kernel_stack_symbolizer.h"
+#include "probes/kernel/kernel_symbolizer.h"
 
 struct bpf_object;
 struct bpf_link;
@@ -133,7 +133,7 @@ class IrqOffProbe final : public BpfProbe {
   int generation_fd_ = -1;
   uint32_t epoch_ = 0;
 
-  std::unique_ptr<KernelStackSymbolizer> symbolizer_;
+  std::unique_ptr<KernelSymbolizer> symbolizer_;
   std::vector<irqoff_event> drained_events_;  // filled by the buffer callbacks
   FoldedCounters regions_;
   uint64_t events_lost_seen_ = 0;

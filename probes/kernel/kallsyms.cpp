@@ -63,7 +63,6 @@ std::optional<KallsymsLine> ParseKallsymsLine(std::string_view line) {
 
 absl::StatusOr<KallsymsIndex> KallsymsIndex::Parse(std::string_view text) {
   KallsymsIndex index;
-  size_t parsed = 0, skipped = 0;
   bool any_nonzero = false;
   index.by_address_.reserve(text.size() / 40);
   index.names_.reserve(text.size() / 3);
@@ -72,29 +71,25 @@ absl::StatusOr<KallsymsIndex> KallsymsIndex::Parse(std::string_view text) {
     index.names_.append(name);
     return ref;
   };
-  for (std::string_view line : text::Lines(text)) {
-    if (line.empty()) continue;
-    std::optional<KallsymsLine> symbol = ParseKallsymsLine(line);
-    if (!symbol) {
-      ++skipped;
-      continue;
-    }
-    uint64_t address = symbol->address;
-    char type = symbol->type;
-    std::string_view name = symbol->name;
-    ++parsed;
-    if (address != 0) any_nonzero = true;
-    // `__pfx_<f>` marks the padding before each function (6.2+, CONFIG_FUNCTION_PADDING): not
-    // a function, never a probe target, and half of all symbols on such kernels.
-    if (IsFunctionType(type) && !name.starts_with("__pfx_")) {
-      index.by_address_.push_back(Symbol{address, keep_name(name)});
-    } else if (name.starts_with("__tracepoint_")) {
-      index.tracepoint_symbols_.push_back(keep_name(name));
-    }
-    if (index.names_.size() > std::numeric_limits<uint32_t>::max()) {
-      return absl::InvalidArgumentError("kallsyms: names too long");
-    }
-  }
+  bool names_too_long = false;
+  KallsymsLineCounts counts =
+      ForEachKallsymsLine(text, [&](const KallsymsLine& symbol, std::string_view /*line*/) {
+        if (names_too_long) return;
+        uint64_t address = symbol.address;
+        char type = symbol.type;
+        std::string_view name = symbol.name;
+        if (address != 0) any_nonzero = true;
+        // `__pfx_<f>` marks the padding before each function (6.2+, CONFIG_FUNCTION_PADDING):
+        // not a function, never a probe target, and half of all symbols on such kernels.
+        if (IsFunctionType(type) && !name.starts_with("__pfx_")) {
+          index.by_address_.push_back(Symbol{address, keep_name(name)});
+        } else if (name.starts_with("__tracepoint_")) {
+          index.tracepoint_symbols_.push_back(keep_name(name));
+        }
+        names_too_long = index.names_.size() > std::numeric_limits<uint32_t>::max();
+      });
+  if (names_too_long) return absl::InvalidArgumentError("kallsyms: names too long");
+  const size_t parsed = counts.parsed, skipped = counts.skipped;
   if (parsed == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("kallsyms: none of ", skipped, " lines is '<address> <type> <name>'"));

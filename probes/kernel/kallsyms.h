@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "probes/kernel/text.h"
 
 namespace kpath {
 
@@ -21,6 +22,28 @@ struct KallsymsLine {
 };
 // nullopt for any other line (the caller counts or skips it).
 std::optional<KallsymsLine> ParseKallsymsLine(std::string_view line);
+
+// The one loop over kallsyms text: `on_symbol(const KallsymsLine&, std::string_view line)` for
+// every symbol line, in the file's order. Empty lines are neither parsed nor skipped.
+struct KallsymsLineCounts {
+  size_t parsed = 0;
+  size_t skipped = 0;
+};
+template <typename OnSymbol>
+KallsymsLineCounts ForEachKallsymsLine(std::string_view text, OnSymbol&& on_symbol) {
+  KallsymsLineCounts counts;
+  for (std::string_view line : text::Lines(text)) {
+    if (line.empty()) continue;
+    std::optional<KallsymsLine> symbol = ParseKallsymsLine(line);
+    if (!symbol) {
+      ++counts.skipped;
+      continue;
+    }
+    ++counts.parsed;
+    on_symbol(*symbol, line);
+  }
+  return counts;
+}
 
 // /proc/kallsyms, parsed. Function symbols only (types t, T, w, W), sorted by address.
 // Compact: 20 bytes per function plus its name once in one blob (2.7 MB for 64k functions;

@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "fmt/format.h"
-#include "probes/kernel/kernel_stack_symbolizer.h"
 #include "probes/kernel/kernel_symbolizer.h"
 #include "spdlog/spdlog.h"
 

@@ -1,9 +1,12 @@
 #include "probes/kernel/kernel_symbolizer.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
 #include "fmt/format.h"
+#include "probes/kernel/kallsyms.h"
+#include "spdlog/spdlog.h"
 
 namespace kpath {
 
@@ -61,27 +64,128 @@ absl::StatusOr<std::shared_ptr<const KallsymsIndex>> SharedKallsymsIndex(
   return shared;
 }
 
-absl::Status KernelSymbolizer::Refresh() {
-  // Without module support the file is absent: the kernel's symbols never change then.
+absl::StatusOr<KallsymsOutsideVmlinux> ParseKallsymsOutsideVmlinux(
+    std::string_view text, std::span<const std::string_view> wanted) {
+  KallsymsOutsideVmlinux out;
+  std::string module_lines;
+  KallsymsLineCounts counts =
+      ForEachKallsymsLine(text, [&](const KallsymsLine& symbol, std::string_view line) {
+        uint64_t address = symbol.address;
+        std::string_view name = symbol.name;
+        if (!symbol.module.empty()) {
+          module_lines.append(line);
+          module_lines.push_back('\n');
+          return;
+        }
+        if (name == "_stext") {
+          out.text_begin = address;
+        } else if (name == "_etext") {
+          out.text_end = address;
+        } else if (name == "_sinittext") {
+          out.init_begin = address;
+        } else if (name == "_einittext") {
+          out.init_end = address;
+        }
+        if (std::find(wanted.begin(), wanted.end(), name) != wanted.end() &&
+            std::find(out.listed_names.begin(), out.listed_names.end(), name) ==
+                out.listed_names.end()) {
+          out.listed_names.emplace_back(name);
+        }
+      });
+  if (counts.parsed == 0) {
+    return absl::InvalidArgumentError("kallsyms: no '<address> <type> <name>' line");
+  }
+  if (!module_lines.empty()) {
+    absl::StatusOr<KallsymsIndex> modules = KallsymsIndex::Parse(module_lines);
+    if (modules.ok()) out.modules = std::make_shared<const KallsymsIndex>(*std::move(modules));
+  }
+  return out;
+}
+
+KernelSymbolizer::KernelSymbolizer(HostPaths paths, std::shared_ptr<const KallsymsIndex> vmlinux,
+                                   std::chrono::seconds module_reread, Clock clock)
+    : paths_(std::move(paths)),
+      vmlinux_(std::move(vmlinux)),
+      vmlinux_tried_(vmlinux_ != nullptr),
+      module_reread_(module_reread),
+      clock_(std::move(clock)) {}
+
+absl::Status KernelSymbolizer::LoadVmlinux() {
+  vmlinux_tried_ = true;
+  // Without module support /proc/modules is absent: the kernel's symbols never change then.
   absl::StatusOr<std::string> modules = ReadFileToString(paths_.Proc("modules"));
-  std::string current = modules.ok() ? *modules : std::string();
-  if (index_ && current == modules_) return absl::OkStatus();
-  absl::StatusOr<std::shared_ptr<const KallsymsIndex>> index = SharedKallsymsIndex(paths_, current);
+  absl::StatusOr<std::shared_ptr<const KallsymsIndex>> index =
+      SharedKallsymsIndex(paths_, modules.ok() ? *modules : std::string());
   if (!index.ok()) return index.status();
-  index_ = *std::move(index);
-  modules_ = std::move(current);
+  vmlinux_ = *std::move(index);
   memo_.clear();
-  ++reloads_;
   return absl::OkStatus();
 }
 
-const std::string& KernelSymbolizer::Symbolize(uint64_t address) {
+absl::Status KernelSymbolizer::ReadOutside() {
+  outside_read_at_ = clock_();
+  ++reloads_;
+  memo_.clear();
+  absl::StatusOr<std::string> text = ReadFileToString(paths_.Proc("kallsyms"));
+  absl::StatusOr<KallsymsOutsideVmlinux> parsed =
+      text.ok() ? ParseKallsymsOutsideVmlinux(*text) : text.status();
+  if (!parsed.ok()) {
+    spdlog::debug("kallsyms for module and BPF frames: {}",
+                  std::string(parsed.status().message()));
+    if (!outside_) outside_ = KallsymsOutsideVmlinux{};
+    return parsed.status();
+  }
+  outside_ = *std::move(parsed);
+  return absl::OkStatus();
+}
+
+absl::Status KernelSymbolizer::Refresh() {
+  if (!vmlinux_) {
+    if (absl::Status s = LoadVmlinux(); !s.ok()) return s;
+  }
+  absl::StatusOr<std::string> modules = ReadFileToString(paths_.Proc("modules"));
+  std::string current = modules.ok() ? *modules : std::string();
+  if (outside_ && modules_ == current) return absl::OkStatus();
+  if (absl::Status s = ReadOutside(); !s.ok()) return s;
+  modules_ = std::move(current);
+  return absl::OkStatus();
+}
+
+bool KernelSymbolizer::InVmlinuxText(uint64_t address) const {
+  const KallsymsOutsideVmlinux& o = *outside_;
+  if (o.text_begin == 0 || o.text_end == 0) return true;  // bounds unknown: ask vmlinux
+  if (address >= o.text_begin && address < o.text_end) return true;
+  return o.init_begin != 0 && address >= o.init_begin && address < o.init_end;
+}
+
+std::optional<std::string> KernelSymbolizer::Lookup(uint64_t address) {
+  if (!vmlinux_tried_) (void)LoadVmlinux();
+  if (!outside_) (void)ReadOutside();
+  if (InVmlinuxText(address)) return vmlinux_ ? vmlinux_->Symbolize(address) : std::nullopt;
+  // Module or BPF code: programs load and unload at any time, so that part may be stale.
+  if (clock_() - *outside_read_at_ >= module_reread_) (void)ReadOutside();
+  if (outside_->modules && !outside_->modules->AddressesHidden()) {
+    return outside_->modules->Symbolize(address);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::optional<std::string>> KernelSymbolizer::Symbolize(
+    std::span<const uint64_t> addresses) {
+  std::vector<std::optional<std::string>> names;
+  names.reserve(addresses.size());
+  for (uint64_t address : addresses) names.push_back(Lookup(address));
+  return names;
+}
+
+const std::string& KernelSymbolizer::Name(uint64_t address) {
   auto it = memo_.find(address);
   if (it != memo_.end()) return it->second;
   std::string name = "unknown";
-  if (index_ && !index_->AddressesHidden() && address != 0) {
-    std::optional<std::string> fn = index_->Symbolize(address);
-    if (fn && !IsLinkerMarkerSymbol(*fn)) name = *fn;
+  if (address != 0) {
+    // Lookup may re-read the module/BPF part, which empties the memo: ask before inserting.
+    std::optional<std::string> fn = Lookup(address);
+    if (fn && !IsLinkerMarkerSymbol(*fn)) name = *std::move(fn);
   }
   // Bounded: distinct call sites are few; a runaway (random addresses) resets the memo.
   if (memo_.size() > 100000) memo_.clear();

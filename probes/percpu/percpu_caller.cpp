@@ -42,7 +42,7 @@ std::string PercpuCallerName(std::span<const unsigned long long> frames,
   // allocator is on the stack, the caller is looked for past its outermost frame.
   size_t start = 0;
   for (size_t i = 0; i < frames.size() && frames[i] != 0; ++i) {
-    std::string_view fn = symbols.Symbolize(frames[i]);
+    const std::string& fn = symbols.Name(frames[i]);
     if (fn.starts_with("pcpu_alloc") || fn.starts_with("__alloc_percpu") ||
         fn.starts_with("__alloc_reserved_percpu")) {
       start = i;
@@ -50,7 +50,7 @@ std::string PercpuCallerName(std::span<const unsigned long long> frames,
   }
   for (unsigned long long address : frames.subspan(start)) {
     if (address == 0) break;
-    const std::string& fn = symbols.Symbolize(address);
+    const std::string& fn = symbols.Name(address);
     if (!IsPercpuPlumbingFrame(fn)) return fn;
   }
   return "unknown";

@@ -345,7 +345,8 @@ std::string PercpuAllocProbe::OnAttached() {
 }
 
 const std::string& PercpuAllocProbe::CallerName(uint64_t caller) {
-  // Names change only when kallsyms is reloaded (a module came or went).
+  // Names change only when the module/BPF part of kallsyms is re-read (a module or program came
+  // or went).
   if (symbols_.reloads() != caller_names_generation_) {
     caller_names_.clear();
     caller_names_generation_ = symbols_.reloads();

@@ -18,7 +18,7 @@
 #include "fake_kernel_features.h"
 #include "probes/collect/probe_attacher.h"
 #include "probes/irqoff/irqoff.h"
-#include "probes/kernel/kernel_stack_symbolizer.h"
+#include "probes/kernel/kernel_symbolizer.h"
 
 using namespace kpath;
 
@@ -171,7 +171,7 @@ TEST_CASE("a late tick's event becomes a region named by its stack", "[irqoff][r
   std::filesystem::path dir = WriteTemp("kallsyms", kKallsyms);
   absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(kKallsyms);
   REQUIRE(index.ok());
-  KernelStackSymbolizer symbolizer(HostPaths(dir / "proc", dir / "sys"),
+  KernelSymbolizer symbolizer(HostPaths(dir / "proc", dir / "sys"),
                                    std::make_shared<const KallsymsIndex>(*index));
 
   IrqOffRegion region = RegionFromEvent(
@@ -211,7 +211,7 @@ TEST_CASE("module and BPF frames are named from kallsyms re-read at most once pe
   absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(kKallsyms);
   REQUIRE(index.ok());
   auto now = std::chrono::steady_clock::time_point{};
-  KernelStackSymbolizer symbolizer(HostPaths(dir / "proc", dir / "sys"),
+  KernelSymbolizer symbolizer(HostPaths(dir / "proc", dir / "sys"),
                                    std::make_shared<const KallsymsIndex>(*index),
                                    std::chrono::seconds(10), [&] { return now; });
   const uint64_t bpf_address = 0xffffffffc0200040;
@@ -228,7 +228,7 @@ TEST_CASE("module and BPF frames are named from kallsyms re-read at most once pe
   now += std::chrono::seconds(6);
   CHECK(symbolizer.Symbolize(addresses)[0] ==
         std::optional<std::string>("bpf_prog_6deef7357e7b4530_hold_irqs_off"));
-  CHECK(symbolizer.module_reloads() == 2);
+  CHECK(symbolizer.reloads() == 2);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,5 +1,10 @@
 // Naming the caller of a percpu allocation from return addresses, on a real 6.18 kallsyms.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 
 #include "probes/percpu/percpu_probe.h"
 
@@ -89,4 +94,80 @@ TEST_CASE("linker section markers are not functions", "[percpu][symbols]") {
     INFO(f);
     CHECK_FALSE(IsLinkerMarkerSymbol(f));
   }
+}
+
+namespace {
+// A kallsyms of three vmlinux functions and one module function, under a fresh root per test
+// (the process-wide vmlinux index is keyed by path).
+constexpr const char* kSmallKallsyms =
+    "ffffffff81000000 T _stext\n"
+    "ffffffff81001000 T mem_cgroup_css_alloc\n"
+    "ffffffff81002000 t percpu_ref_init.isra.0\n"
+    "ffffffff81004000 T _etext\n"
+    "ffffffffc0100000 t ftrace_trampoline\t[__builtin__ftrace]\n";
+
+std::filesystem::path SmallRoot(const std::string& test) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("kpath-symbolizer-" + test + "-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "proc");
+  std::ofstream(dir / "proc" / "kallsyms") << kSmallKallsyms;
+  std::ofstream(dir / "proc" / "modules") << "kvm 1 0 - Live 0x0000000000000000\n";
+  return dir;
+}
+}  // namespace
+
+TEST_CASE("a module symbol that appears later is named once /proc/modules changes; vmlinux is "
+          "not re-read",
+          "[percpu][symbols]") {
+  std::filesystem::path dir = SmallRoot("modules");
+  KernelSymbolizer symbols(HostPaths(dir / "proc", dir / "sys"), nullptr,
+                           std::chrono::hours(1));  // no re-read on demand in this test
+  REQUIRE(symbols.Refresh().ok());
+  CHECK(symbols.reloads() == 1);
+  const uint64_t in_module = 0xffffffffc0300040;
+  CHECK(symbols.Name(0xffffffff81002010) == "percpu_ref_init");
+  CHECK(symbols.Name(in_module) == "ftrace_trampoline");
+
+  // A module loads: its symbols are listed. vmlinux's lines are rewritten too, to show that
+  // part is never read again.
+  std::ofstream(dir / "proc" / "kallsyms")
+      << "ffffffff81000000 T _stext\n"
+         "ffffffff81001000 T renamed_a\n"
+         "ffffffff81002000 t renamed_b\n"
+         "ffffffff81004000 T _etext\n"
+         "ffffffffc0100000 t ftrace_trampoline\t[__builtin__ftrace]\n"
+         "ffffffffc0300000 t ext4_fill_super\t[ext4]\n";
+  REQUIRE(symbols.Refresh().ok());
+  CHECK(symbols.reloads() == 1);  // /proc/modules unchanged: nothing re-read
+  CHECK(symbols.Name(in_module) == "ftrace_trampoline");
+  std::ofstream(dir / "proc" / "modules", std::ios::app) << "ext4 1 0 - Live 0x0000000000000000\n";
+  REQUIRE(symbols.Refresh().ok());
+  CHECK(symbols.reloads() == 2);
+  CHECK(symbols.Name(in_module) == "ext4_fill_super");
+  CHECK(symbols.Name(0xffffffff81002010) == "percpu_ref_init");
+  CHECK(symbols.Name(0xffffffff81001010) == "mem_cgroup_css_alloc");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a BPF program that appears later is named on demand, at most once per re-read period",
+          "[percpu][symbols]") {
+  std::filesystem::path dir = SmallRoot("bpf");
+  auto now = std::chrono::steady_clock::time_point{};
+  KernelSymbolizer symbols(HostPaths(dir / "proc", dir / "sys"), nullptr, std::chrono::seconds(10),
+                           [&] { return now; });
+  REQUIRE(symbols.Refresh().ok());
+  const uint64_t in_program = 0xffffffffc0200040;
+  std::ofstream(dir / "proc" / "kallsyms", std::ios::app)
+      << "ffffffffc0200000 t bpf_prog_6deef7357e7b4530_percpu_alloc_tp\t[bpf]\n";
+  now += std::chrono::seconds(5);  // too soon: not re-read
+  CHECK(symbols.Name(in_program) == "ftrace_trampoline");
+  CHECK(symbols.reloads() == 1);
+  now += std::chrono::seconds(6);
+  CHECK(symbols.Name(in_program + 1) == "bpf_prog_6deef7357e7b4530_percpu_alloc_tp");
+  CHECK(symbols.reloads() == 2);
+  // A vmlinux address never causes a re-read.
+  now += std::chrono::seconds(60);
+  CHECK(symbols.Name(0xffffffff81001010) == "mem_cgroup_css_alloc");
+  CHECK(symbols.reloads() == 2);
+  std::filesystem::remove_all(dir);
 }
