@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "fmt/format.h"
+#include "probes/kernel/text.h"  // header-only: no link to kpath_kernel
 
 namespace kpath {
 namespace {
@@ -23,11 +24,7 @@ DocumentScan ScanDocuments(std::string_view text) {
   DocumentScan scan;
   bool ended = false;  // a "..." closed the first document
   int line_no = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t eol = text.find('\n', pos);
-    std::string_view line = text.substr(pos, eol == std::string_view::npos ? text.npos : eol - pos);
-    pos = eol == std::string_view::npos ? text.size() + 1 : eol + 1;
+  for (std::string_view line : text::Lines(text)) {
     ++line_no;
     std::string_view trimmed = line.substr(0, line.find('#'));
     while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back())))
