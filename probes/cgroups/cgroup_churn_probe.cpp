@@ -90,16 +90,21 @@ std::vector<AttachPlan> CgroupChurnProbe::Plans() const {
                   [](Mechanism) { return std::vector<std::string>{PlanTarget()}; });
 }
 
+std::optional<int> CgroupChurnProbe::EventArity(std::string_view event) const {
+  const TracepointArity& arity = kernel_.Layout().Tracepoints();
+  return event == kMkdirEvent ? arity.cgroup_mkdir : arity.cgroup_rmdir;
+}
+
 absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
       if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
       for (std::string_view event : {kMkdirEvent, kRmdirEvent}) {
-        std::optional<int> args = kernel_.BtfTracepointArgs(event);
+        std::optional<int> args = EventArity(event);
         if (!args) {
           return absl::NotFoundError(fmt::format("tracepoint not in BTF (btf_trace_{})", event));
         }
-        if (*args < 2) {
+        if (!TracepointArity::CgroupHasPath(args)) {
           return absl::UnavailableError(
               fmt::format("{} has no path argument (kernel before 4.19)", event));
         }
@@ -110,7 +115,8 @@ absl::Status CgroupChurnProbe::Supported(const AttachPlan& plan) {
         if (!kernel_.TracepointExists(kCategory, event))
           return absl::NotFoundError(fmt::format("kernel has no tracepoint {}", event));
         // Without BTF the arity is unknown; attaching fails if the path argument is missing.
-        if (std::optional<int> args = kernel_.BtfTracepointArgs(event); args && *args < 2) {
+        if (std::optional<int> args = EventArity(event);
+            args && !TracepointArity::CgroupHasPath(args)) {
           return absl::UnavailableError(
               fmt::format("{} has no path argument (kernel before 4.19)", event));
         }

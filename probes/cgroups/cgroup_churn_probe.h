@@ -76,6 +76,8 @@ class CgroupChurnProbe final : public BpfProbe {
 
  private:
   std::string OnAttached() override { return "keyed by " + key_source_; }
+  // kMkdirEvent's or kRmdirEvent's argument count in BTF (KernelLayout::Tracepoints()).
+  std::optional<int> EventArity(std::string_view event) const;
 
   CgroupChurnOptions options_;
   Clock clock_;

@@ -183,10 +183,10 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
       idle_hook_ = true;
     }
     if (method != IrqOffMethod::kPreemptIrq) {
-      std::optional<int> args =
-          kernel_.HasVmlinuxBtf() ? kernel_.BtfTracepointArgs("sched_switch") : std::nullopt;
+      const bool switch_has_prev =
+          kernel_.HasVmlinuxBtf() && kernel_.Layout().Tracepoints().SchedSwitchHasPrev();
       const TaskStructLayout& task = kernel_.Layout().Task();
-      if (args && *args >= 3 && task.pid && task.comm) {
+      if (switch_has_prev && task.pid && task.comm) {
         skel->rodata->task_pid_offset = *task.pid;
         skel->rodata->task_comm_offset = *task.comm;
         progs.sched_switch = skel->progs.irqoff_sched_switch_tp_btf;

@@ -33,11 +33,30 @@ const CgroupLayout& KernelLayout::Cgroup() {
   return *cgroup_;
 }
 
+const TracepointArity& KernelLayout::Tracepoints() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return TracepointsLocked();
+}
+
+const TracepointArity& KernelLayout::TracepointsLocked() {
+  if (!tracepoints_) {
+    tracepoints_ = TracepointArity{
+        .cgroup_mkdir = kernel_.BtfTracepointArgs("cgroup_mkdir"),
+        .cgroup_rmdir = kernel_.BtfTracepointArgs("cgroup_rmdir"),
+        .sched_switch = kernel_.BtfTracepointArgs("sched_switch"),
+        .tlb_flush = kernel_.BtfTracepointArgs("tlb_flush"),
+        .percpu_alloc_percpu = kernel_.BtfTracepointArgs("percpu_alloc_percpu"),
+        .percpu_free_percpu = kernel_.BtfTracepointArgs("percpu_free_percpu"),
+    };
+  }
+  return *tracepoints_;
+}
+
 PercpuAllocLayout KernelLayout::PercpuAlloc() {
   std::lock_guard<std::mutex> lock(mu_);
   if (percpu_alloc_) return *percpu_alloc_;
   PercpuAllocLayout layout = PercpuAllocLayout::kUnknown;
-  if (std::optional<int> args = kernel_.BtfTracepointArgs("percpu_alloc_percpu")) {
+  if (std::optional<int> args = TracepointsLocked().percpu_alloc_percpu) {
     if (*args >= 9) {
       layout = PercpuAllocLayout::kWithBytesAlloc;
     } else if (*args >= 7) {

@@ -15,8 +15,9 @@ class KernelFeatures;
 
 // task_struct, read by every probe that names the task (percpu, cgroup_churn, madvise, irqoff).
 // Its layout depends on the configuration (CONFIG_* members) and, since commit 29e48ce87f1e
-// ("task_struct: Allow randomized layout", v4.13, CONFIG_RANDSTRUCT), on a per-build seed: no
-// offset can be compiled in.
+// ("task_struct: Allow randomized layout", v4.13, then under CONFIG_GCC_PLUGIN_RANDSTRUCT; named
+// CONFIG_RANDSTRUCT since v5.19 when clang gained it), on a per-build seed: no offset can be
+// compiled in.
 struct TaskStructLayout {
   std::optional<uint32_t> comm;  // char comm[16]
   std::optional<uint32_t> pid;
@@ -44,6 +45,32 @@ enum class PercpuAllocLayout {
   kLegacy,          // reserved, is_atomic, size, align, base_addr, off, ptr
 };
 
+// The argument counts of the tracepoints whose tp_btf/raw_tp programs read arguments by position,
+// from their BTF prototypes (btf_trace_<event>, without the leading `void *__data`): nullopt when
+// there is no vmlinux BTF or the event is not in it.
+struct TracepointArity {
+  // cgroup:cgroup_mkdir and cgroup_rmdir. Added in v4.13 with the cgroup as their only argument
+  // (the event computed the path itself, taking a spin lock inside the tracepoint); by v4.19 the
+  // caller computes the path first and passes it: (struct cgroup *cgrp, const char *path).
+  std::optional<int> cgroup_mkdir;
+  std::optional<int> cgroup_rmdir;
+  // sched:sched_switch. (prev, next) until commit c73464b1c843 ("sched/core: Fix
+  // trace_sched_switch()", v4.4) put `bool preempt` first; commit fa2c3254d7cf ("sched/tracing:
+  // Don't re-read p->state when emitting sched_switch event", v5.18) appended prev_state. From 3
+  // arguments on, prev is the second.
+  std::optional<int> sched_switch;
+  // tlb:tlb_flush (x86 only): (int reason, unsigned long pages) from v4.4 (the oldest kernel
+  // checked) to today's mainline; another count would be a change the BPF side does not know.
+  std::optional<int> tlb_flush;
+  // percpu:percpu_alloc_percpu (arity varies: PercpuAllocLayout) and percpu_free_percpu. Kernels
+  // without them in BTF lack the tracepoints (added in v4.12) or BTF.
+  std::optional<int> percpu_alloc_percpu;
+  std::optional<int> percpu_free_percpu;
+
+  static bool CgroupHasPath(std::optional<int> args) { return args && *args >= 2; }
+  bool SchedSwitchHasPrev() const { return sched_switch && *sched_switch >= 3; }
+};
+
 // Computed on first use from a KernelFeatures, then kept (a later ReleaseBtf does not lose it).
 class KernelLayout {
  public:
@@ -51,6 +78,7 @@ class KernelLayout {
 
   const TaskStructLayout& Task();
   const CgroupLayout& Cgroup();
+  const TracepointArity& Tracepoints();
   // kUnknown is not kept: tracefs may become reachable later (a probe retry asks again).
   PercpuAllocLayout PercpuAlloc();
 
@@ -59,6 +87,8 @@ class KernelLayout {
   std::mutex mu_;
   std::optional<TaskStructLayout> task_;
   std::optional<CgroupLayout> cgroup_;
+  std::optional<TracepointArity> tracepoints_;
+  const TracepointArity& TracepointsLocked();
   std::optional<PercpuAllocLayout> percpu_alloc_;
 };
 

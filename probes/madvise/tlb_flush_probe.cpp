@@ -51,7 +51,7 @@ absl::Status TlbFlushProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kTpBtf: {
       if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      std::optional<int> args = kernel_.BtfTracepointArgs(kEvent);
+      std::optional<int> args = kernel_.Layout().Tracepoints().tlb_flush;
       if (!args) return absl::NotFoundError("tracepoint not in BTF (btf_trace_tlb_flush)");
       if (*args != 2) return absl::UnimplementedError(fmt::format("{} arguments, not 2", *args));
       return absl::OkStatus();

@@ -110,8 +110,10 @@ absl::Status PercpuAllocProbe::Supported(const AttachPlan& plan) {
   switch (plan.mechanism) {
     case Mechanism::kTpBtf:
       if (!kernel_.HasVmlinuxBtf()) return absl::UnavailableError("no vmlinux BTF");
-      if (!kernel_.BtfTracepointArgs(kEvent) || !kernel_.BtfTracepointArgs(kFreeEvent))
+      if (const TracepointArity& arity = kernel_.Layout().Tracepoints();
+          !arity.percpu_alloc_percpu || !arity.percpu_free_percpu) {
         return absl::NotFoundError("percpu tracepoints not in BTF");
+      }
       return absl::OkStatus();
     case Mechanism::kRawTp:
       if (!kernel_.TracepointExists(kCategory, kEvent) ||

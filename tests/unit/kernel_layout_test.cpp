@@ -42,6 +42,48 @@ TEST_CASE("without BTF no offset is known", "[kernel][layout]") {
   CHECK_FALSE(kernel.Layout().Cgroup().complete());
 }
 
+TEST_CASE("tracepoint arities come from BTF, once", "[kernel][layout]") {
+  FakeKernelFeatures kernel;
+  kernel.btf_tracepoints = {{"cgroup_mkdir", 2},         {"cgroup_rmdir", 2},
+                            {"sched_switch", 4},         {"tlb_flush", 2},
+                            {"percpu_alloc_percpu", 10}, {"percpu_free_percpu", 3}};
+  const TracepointArity& arity = kernel.Layout().Tracepoints();
+  CHECK(arity.cgroup_mkdir == 2);
+  CHECK(arity.cgroup_rmdir == 2);
+  CHECK(arity.sched_switch == 4);
+  CHECK(arity.tlb_flush == 2);
+  CHECK(arity.percpu_alloc_percpu == 10);
+  CHECK(arity.percpu_free_percpu == 3);
+  CHECK(arity.SchedSwitchHasPrev());
+  CHECK(TracepointArity::CgroupHasPath(arity.cgroup_mkdir));
+  // Kept: asked once.
+  kernel.btf_tracepoints.clear();
+  CHECK(kernel.Layout().Tracepoints().sched_switch == 4);
+  CHECK(&kernel.Layout().Tracepoints() == &arity);
+}
+
+TEST_CASE("tracepoint arities: older prototypes and no BTF", "[kernel][layout]") {
+  FakeKernelFeatures old;
+  // cgroup events before the path argument; sched_switch before `preempt` (prev, next).
+  old.btf_tracepoints = {{"cgroup_mkdir", 1}, {"sched_switch", 2}};
+  CHECK_FALSE(TracepointArity::CgroupHasPath(old.Layout().Tracepoints().cgroup_mkdir));
+  CHECK_FALSE(old.Layout().Tracepoints().SchedSwitchHasPrev());
+  CHECK_FALSE(old.Layout().Tracepoints().cgroup_rmdir);  // not in BTF
+  FakeKernelFeatures v44;
+  v44.btf_tracepoints = {{"sched_switch", 3}};  // (preempt, prev, next)
+  CHECK(v44.Layout().Tracepoints().SchedSwitchHasPrev());
+
+  FakeKernelFeatures none;
+  none.btf = false;
+  none.btf_tracepoints = {{"cgroup_mkdir", 2}, {"sched_switch", 4}, {"tlb_flush", 2}};
+  const TracepointArity& arity = none.Layout().Tracepoints();
+  CHECK_FALSE(arity.cgroup_mkdir);
+  CHECK_FALSE(arity.sched_switch);
+  CHECK_FALSE(arity.tlb_flush);
+  CHECK_FALSE(arity.SchedSwitchHasPrev());
+  CHECK_FALSE(TracepointArity::CgroupHasPath(std::nullopt));
+}
+
 TEST_CASE("percpu_alloc_percpu's layout from BTF arity, else from its format", "[kernel][layout]") {
   FakeKernelFeatures btf10;
   btf10.btf_tracepoints = {{"percpu_alloc_percpu", 10}};
