@@ -5,9 +5,9 @@
 # integration tests against an ASan + UBSan build of kpathd; and every libFuzzer target (the
 # /proc, /sys and config parsers, under ASan + UBSan) for a few seconds.
 # Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments),
-#   KPATH_SKIP_RELEASE=1    skip the Release check (kpathd and the unit tests built as packagers
-#                           build them, -O3, into build-release, warnings as errors: ~4.5 minutes
-#                           on 2 cores)
+#   KPATH_SKIP_RELEASE=1    skip the Release check (every target built as packagers build them,
+#                           -O3, into build-release, warnings as errors, then the unit tests run:
+#                           ~6 minutes on 2 cores)
 #   KPATH_SKIP_NOBTF=1      skip the no-BTF stage (the integration tests again with the kernel's
 #                           BTF hidden, as on kernels built without it: ~1.5 minutes)
 #   KPATH_QEMU=ci           the QEMU stage (the default): Debian 12's 6.1 and Debian 11's 5.10
@@ -33,13 +33,14 @@ build_dir=${BUILD_DIR:-build}
 status=0
 stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
-# Packagers build Release (-O3, where GCC 12 warns where RelWithDebInfo's -O2 does not): kpathd
-# and the unit tests built that way, warnings as errors, and the unit tests run.
+# Packagers build Release (-O3, where GCC 12 warns where RelWithDebInfo's -O2 does not): every
+# target (the integration tests too: GCC 12's false -Wrestrict hid there) built that way,
+# warnings as errors, and the unit tests run.
 if [[ "${KPATH_SKIP_RELEASE:-0}" != "1" ]]; then
-  stage "Release: kpathd and the unit tests as packagers build them (build-release)"
+  stage "Release: every target as packagers build them, then the unit tests (build-release)"
   release_dir=${RELEASE_BUILD_DIR:-build-release}
   cmake -S . -B "$release_dir" -DCMAKE_BUILD_TYPE=Release -DKPATH_WERROR=ON >/dev/null
-  cmake --build "$release_dir" -j "${JOBS:-$(nproc)}" --target kpathd kpath_unit_tests
+  cmake --build "$release_dir" -j "${JOBS:-$(nproc)}"
   ctest --test-dir "$release_dir" -L unit --output-on-failure --timeout 300 || status=$?
 else
   echo "Release check skipped (KPATH_SKIP_RELEASE=1)"
@@ -104,11 +105,11 @@ else
   qemu_status=0
   BUILD_DIR="$build_dir" KPATH_QEMU_SUITE="$qemu_suite" tests/qemu/run.sh | tee "$qemu_log" ||
     qemu_status=$?
-  # A guest that stalls with no test failed (README, "Known hang": TCG re-executing an int3 the
+  # A guest that stalls with no test failed (docs/testing.md, "Known hang": TCG re-executing an int3 the
   # kernel's text patching already removed) gets one more run; any test failure does not.
   if ((qemu_status != 0)) && grep -q 'FAIL: the guest stalled' "$qemu_log" &&
     ! grep -q '^--- FAIL' "$qemu_log"; then
-    echo "QEMU: the guest stalled with no test failed (see README, Known hang): once more"
+    echo "QEMU: the guest stalled with no test failed (see docs/testing.md, Known hang): once more"
     qemu_status=0
     BUILD_DIR="$build_dir" KPATH_QEMU_SUITE="$qemu_suite" tests/qemu/run.sh || qemu_status=$?
   fi

@@ -1,6 +1,6 @@
 // kpathd's /metrics endpoint: prometheus-cpp's Exposer on civetweb, with the connection limits of
 // kpathd.yaml's `web:` section and the TLS and basic authentication of the web configuration
-// file (web_config.h). README "Securing /metrics" says what each civetweb option is set to, and
+// file (web_config.h). docs/securing-metrics.md says what each civetweb option is set to, and
 // why.
 #pragma once
 

@@ -8,7 +8,7 @@
 
 namespace kpath {
 
-// The /metrics HTTP server (civetweb), see README "Securing /metrics".
+// The /metrics HTTP server (civetweb), see docs/securing-metrics.md.
 struct WebServerConfig {
   // exporter-toolkit web configuration (TLS, basic auth; web_config.h). Empty: plain
   // HTTP without authentication.

@@ -9,7 +9,7 @@ namespace kpath {
 struct IrqOffConfig {
   // Shortest region reported. 10 ms catches seed 001's stalls (tens of milliseconds) and stays
   // above the few milliseconds by which virtual machines deliver timer interrupts late under
-  // load (see README, "IRQ-disabled regions").
+  // load (see probes/irqoff/README.md).
   absl::Duration threshold = absl::Milliseconds(10);
   // Period of the per-CPU software timer: the resolution of the timer methods (a region's length
   // is known to +-period/2) and their cost (one interrupt per period per busy CPU).

@@ -1,7 +1,7 @@
 // The systemd unit a cgroup belongs to, read from the cgroup's path, as the `unit` label of
 // kpath_cgroup_mkdir_total / kpath_cgroup_rmdir_total. Pure functions: tested on real names.
 //
-// Rules (README, "Cgroup churn"):
+// Rules (probes/cgroups/README.md):
 //  1. The unit is the deepest path component that names a unit with a cgroup: *.service,
 //     *.scope, *.slice, *.socket, *.mount, *.swap. "/system.slice/foo.service/sub" ->
 //     "foo.service". A path without one ("/", "/docker/<id>") -> "none".

@@ -43,7 +43,7 @@
 #                           55 minutes (timeout 6000 s)
 #   KPATH_SEED000_SCALE     another divisor for the windows (a whole number)
 #   KPATH_SEED000_TIMEOUT   seconds for the whole test, boot to verdict. A guest that stalls (the
-#                           QEMU 7.2 TCG hang on text-patched code, README "QEMU") is dumped and
+#                           QEMU 7.2 TCG hang on text-patched code, docs/testing.md "Known hang") is dumped and
 #                           booted once more if at least half of this is left.
 #   KPATH_SEED000_POSSIBLE_CPUS  the guest's possible CPUs (default 40, seed 000's host; 2 vCPUs
 #                           run whatever the number)
