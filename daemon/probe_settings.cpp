@@ -67,19 +67,19 @@ absl::Status ReadNameList(const YamlReader& reader, const YAML::Node& key_node,
 
 absl::Status ReadPercpuSettings(const YamlReader& reader, const YAML::Node& key_node,
                                 const YAML::Node& value, PercpuConfig& percpu) {
-  return reader.Section(
-      key_node, value, "percpu", {"max_tracked_allocations", "caller_from_stack"},
-      [&](const std::string& key, const YAML::Node& child_key,
-          const YAML::Node& child) -> absl::Status {
-        const std::string path = KeyPath("percpu", key);
-        if (key == "caller_from_stack") {
-          return reader.Bool(child_key, child, path, percpu.caller_from_stack);
-        }
-        int max = 0;
-        absl::Status status = reader.Int(child_key, child, path, 1024, 4 << 20, max);
-        percpu.max_tracked_allocations = static_cast<uint32_t>(max);
-        return status;
-      });
+  return reader.Section(key_node, value, "percpu", {"max_tracked_allocations", "caller_from_stack"},
+                        [&](const std::string& key, const YAML::Node& child_key,
+                            const YAML::Node& child) -> absl::Status {
+                          const std::string path = KeyPath("percpu", key);
+                          if (key == "caller_from_stack") {
+                            return reader.Bool(child_key, child, path, percpu.caller_from_stack);
+                          }
+                          int max = 0;
+                          absl::Status status =
+                              reader.Int(child_key, child, path, 1024, 4 << 20, max);
+                          percpu.max_tracked_allocations = static_cast<uint32_t>(max);
+                          return status;
+                        });
 }
 
 absl::Status ReadMadviseSettings(const YamlReader& reader, const YAML::Node& key_node,

@@ -130,8 +130,7 @@ absl::Status KernelSymbolizer::ReadOutside() {
   absl::StatusOr<KallsymsOutsideVmlinux> parsed =
       text.ok() ? ParseKallsymsOutsideVmlinux(*text) : text.status();
   if (!parsed.ok()) {
-    spdlog::debug("kallsyms for module and BPF frames: {}",
-                  std::string(parsed.status().message()));
+    spdlog::debug("kallsyms for module and BPF frames: {}", std::string(parsed.status().message()));
     if (!outside_) outside_ = KallsymsOutsideVmlinux{};
     return parsed.status();
   }

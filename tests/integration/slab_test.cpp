@@ -28,7 +28,8 @@ uint64_t SlabAttribute(const std::string& cache, const std::string& attribute) {
 
 // A child process named `comm` that opens `path` `times` times; returns its exit status. The
 // path is copied to the child's stack first, as a program building it would have it: a string
-// on a page the child has never touched cannot be read at syscall entry (see probes/slab/README.md).
+// on a page the child has never touched cannot be read at syscall entry (see
+// probes/slab/README.md).
 int OpenAsProcess(const std::string& comm, const std::string& path, int times) {
   pid_t pid = fork();
   if (pid == 0) {

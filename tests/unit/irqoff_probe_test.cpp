@@ -172,7 +172,7 @@ TEST_CASE("a late tick's event becomes a region named by its stack", "[irqoff][r
   absl::StatusOr<KallsymsIndex> index = KallsymsIndex::Parse(kKallsyms);
   REQUIRE(index.ok());
   KernelSymbolizer symbolizer(HostPaths(dir / "proc", dir / "sys"),
-                                   std::make_shared<const KallsymsIndex>(*index));
+                              std::make_shared<const KallsymsIndex>(*index));
 
   IrqOffRegion region = RegionFromEvent(
       Event({0xffffffff81001019, 0xffffffff8100205e, 0xffffffff8100304c}), symbolizer);
@@ -212,8 +212,8 @@ TEST_CASE("module and BPF frames are named from kallsyms re-read at most once pe
   REQUIRE(index.ok());
   auto now = std::chrono::steady_clock::time_point{};
   KernelSymbolizer symbolizer(HostPaths(dir / "proc", dir / "sys"),
-                                   std::make_shared<const KallsymsIndex>(*index),
-                                   std::chrono::seconds(10), [&] { return now; });
+                              std::make_shared<const KallsymsIndex>(*index),
+                              std::chrono::seconds(10), [&] { return now; });
   const uint64_t bpf_address = 0xffffffffc0200040;
   std::vector<uint64_t> addresses = {bpf_address, 0xffffffff8100205e};
   std::vector<std::optional<std::string>> names = symbolizer.Symbolize(addresses);

@@ -116,9 +116,10 @@ std::filesystem::path SmallRoot(const std::string& test) {
 }
 }  // namespace
 
-TEST_CASE("a module symbol that appears later is named once /proc/modules changes; vmlinux is "
-          "not re-read",
-          "[percpu][symbols]") {
+TEST_CASE(
+    "a module symbol that appears later is named once /proc/modules changes; vmlinux is "
+    "not re-read",
+    "[percpu][symbols]") {
   std::filesystem::path dir = SmallRoot("modules");
   KernelSymbolizer symbols(HostPaths(dir / "proc", dir / "sys"), nullptr,
                            std::chrono::hours(1));  // no re-read on demand in this test
