@@ -36,7 +36,9 @@ int MapFd(bpf_object* obj, const char* name);
 // says (tracepoints, and fentry with its target set before load). Null on failure, errno set.
 bpf_link* AttachProgram(bpf_program* prog, const char* kprobe_symbol = nullptr);
 
-// The possible CPUs, as many as a per-CPU map has values per key.
+// The possible CPUs, as many as a per-CPU map has values per key: libbpf's count of the running
+// kernel. (KernelFeatures::PossibleCpus reads the configured sysfs root instead, which a fixture
+// tree may replace; per-CPU map buffers must follow the kernel.)
 absl::StatusOr<size_t> PossibleCpus();
 
 // One key's value on every possible CPU of a per-CPU map (`T` a whole number of 8-byte words, as
