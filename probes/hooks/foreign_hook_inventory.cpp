@@ -410,7 +410,7 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
     by_kind[{std::string(kind), false}] = 0;
     by_kind[{std::string(kind), true}] = 0;
   }
-  // kind, target, owner, unit, hot -> hooks
+  // kind, target, owner, unit, hot -> hooks (an _info series is 1 whatever the count: issue 19)
   using InfoKey = std::tuple<std::string, std::string, std::string, std::string, bool>;
   std::map<InfoKey, uint64_t> info;
   for (const ForeignHook& hook : inventory_.hooks) {
@@ -444,7 +444,7 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
                  {"owner", owner},
                  {"unit", unit},
                  {"hot", hot ? "true" : "false"}},
-                static_cast<double>(count));
+                1);
   }
   details.AppendTo(out);
   FamilyBuilder(hooks_metrics::kForeignHookInfoOmitted)

@@ -25,8 +25,8 @@ inline constexpr MetricSpec kForeignHooks{
     MetricType::kGauge};
 inline constexpr MetricSpec kForeignHookInfo{
     "kpath_foreign_hook_info",
-    "Foreign kernel hooks by kind, target and owner (the process holding them, unknown if none): "
-    "the number of such hooks, normally 1.",
+    "Foreign kernel hooks by kind, target and owner (the process holding them, unknown if none); "
+    "always 1, identical hooks share a series (kpath_foreign_hooks counts them).",
     MetricType::kGauge};
 inline constexpr MetricSpec kForeignHookInfoOmitted{
     "kpath_foreign_hook_info_omitted",
