@@ -28,12 +28,16 @@ std::string PlanTarget() {
 }
 
 // A series exists for each (comm, unit) that made or removed a cgroup; each family shows only
-// the ones that did its kind (a process that only creates has no rmdir series).
-void AppendNonZero(const FoldedCounters& counters, FamilyBuilder& family, size_t field) {
-  for (const auto& [labels, values] : counters.series()) {
+// the ones that did its kind (a process that only creates has no rmdir series). `series` is the
+// counters' series() or, for the *_evicted_total families, their evicted().
+void AppendNonZero(const std::map<std::vector<std::string>, std::vector<uint64_t>>& series,
+                   const MetricSpec& spec, size_t field, MetricFamilies& out) {
+  FamilyBuilder family(spec);
+  for (const auto& [labels, values] : series) {
     if (values[field] == 0) continue;
     family.Add({{"comm", labels[0]}, {"unit", labels[1]}}, static_cast<double>(values[field]));
   }
+  family.AppendTo(out);
 }
 
 }  // namespace
@@ -285,12 +289,10 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
   std::optional<double> per_second = mkdir_rate_.PerSecond();
   status_ = CgroupChurnStatus(per_second, churn_.TopValue(1));
 
-  FamilyBuilder mkdirs(cgroups_metrics::kCgroupMkdirTotal);
-  AppendNonZero(churn_, mkdirs, 0);
-  mkdirs.AppendTo(out);
-  FamilyBuilder rmdirs(cgroups_metrics::kCgroupRmdirTotal);
-  AppendNonZero(churn_, rmdirs, 1);
-  rmdirs.AppendTo(out);
+  AppendNonZero(churn_.series(), cgroups_metrics::kCgroupMkdirTotal, 0, out);
+  AppendNonZero(churn_.evicted(), cgroups_metrics::kCgroupMkdirEvictedTotal, 0, out);
+  AppendNonZero(churn_.series(), cgroups_metrics::kCgroupRmdirTotal, 1, out);
+  AppendNonZero(churn_.evicted(), cgroups_metrics::kCgroupRmdirEvictedTotal, 1, out);
   if (per_second) {
     FamilyBuilder(cgroups_metrics::kCgroupChurnPerSecond).Add(*per_second).AppendTo(out);
   }

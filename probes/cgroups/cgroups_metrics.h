@@ -15,6 +15,18 @@ inline constexpr MetricSpec kCgroupRmdirTotal{
     "cgroups removed since kpathd attached, by process and systemd unit (transient names folded, "
     "see README).",
     MetricType::kCounter};
+inline constexpr MetricSpec kCgroupMkdirEvictedTotal{
+    "kpath_cgroup_mkdir_evicted_total",
+    "cgroups created of the kpath_cgroup_mkdir_total series that ended when a label value left the "
+    "top-N, by their other form: their totals at that moment (the other series gets only later "
+    "increments). Exact total: sum(kpath_cgroup_mkdir_total) + sum(this).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kCgroupRmdirEvictedTotal{
+    "kpath_cgroup_rmdir_evicted_total",
+    "cgroups removed of the kpath_cgroup_rmdir_total series that ended when a label value left the "
+    "top-N, by their other form: their totals at that moment (the other series gets only later "
+    "increments). Exact total: sum(kpath_cgroup_rmdir_total) + sum(this).",
+    MetricType::kCounter};
 inline constexpr MetricSpec kCgroupChurnPerSecond{
     "kpath_cgroup_churn_per_second",
     "cgroups created per second: least-squares slope of the cgroup mkdir count over the window "
@@ -32,7 +44,9 @@ inline constexpr MetricSpec kCgroups{
     MetricType::kGauge};
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
-inline constexpr MetricSpec kAll[] = {kCgroupMkdirTotal, kCgroupRmdirTotal, kCgroupChurnPerSecond,
-                                      kCgroupChurnUnlabelledTotal, kCgroups};
+inline constexpr MetricSpec kAll[] = {
+    kCgroupMkdirTotal,           kCgroupRmdirTotal, kCgroupChurnPerSecond,
+    kCgroupChurnUnlabelledTotal, kCgroups,          kCgroupMkdirEvictedTotal,
+    kCgroupRmdirEvictedTotal};
 
 }  // namespace kpath::cgroups_metrics

@@ -5,6 +5,20 @@
 #include <utility>
 
 namespace kpath {
+namespace {
+
+void AppendSamples(const std::vector<std::string>& names,
+                   const std::map<std::vector<std::string>, std::vector<uint64_t>>& counters,
+                   FamilyBuilder& family, size_t field) {
+  for (const auto& [key, values] : counters) {
+    LabelPairs labels;
+    labels.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i) labels.emplace_back(names[i], key[i]);
+    family.Add(labels, static_cast<double>(values[field]));
+  }
+}
+
+}  // namespace
 
 FoldedCounters::FoldedCounters(std::vector<std::string> labels, std::vector<size_t> top_n,
                                size_t fields, double decay)
@@ -100,32 +114,39 @@ void FoldedCounters::EndInterval() {
 }
 
 void FoldedCounters::Evict() {
-  // A series one of whose values left its label's top-N is added into its "other" form at once:
-  // every label shows at most top_n values besides "other", totals stay exact, and the "other"
-  // series only grows.
+  // A series one of whose values left its label's top-N ends here: every label shows at most
+  // top_n values besides "other". Its past is kept apart, in evicted_, and never added to the
+  // "other" series, whose rate would otherwise jump by a lifetime's total (a phantom burst).
   std::vector<std::vector<std::string>> stale;
   for (const auto& [key, values] : series_) {
     if (Fold(key) != key) stale.push_back(key);
   }
   for (const auto& key : stale) {
-    std::vector<std::string> target = Fold(key);
-    std::vector<uint64_t> moved = std::move(series_[key]);
+    std::vector<uint64_t>& e = evicted_[Fold(key)];
+    e.resize(fields_, 0);
+    const std::vector<uint64_t>& moved = series_[key];
+    for (size_t f = 0; f < fields_; ++f) e[f] += moved[f];
     series_.erase(key);
     last_update_.erase(key);
-    std::vector<uint64_t>& t = series_[target];
-    t.resize(fields_, 0);
-    for (size_t f = 0; f < fields_; ++f) t[f] += moved[f];
-    last_update_.try_emplace(target, interval_);
   }
 }
 
 void FoldedCounters::AppendTo(FamilyBuilder& family, size_t field) const {
-  for (const auto& [key, values] : series_) {
-    LabelPairs labels;
-    labels.reserve(labels_.size());
-    for (size_t i = 0; i < labels_.size(); ++i) labels.emplace_back(labels_[i], key[i]);
-    family.Add(labels, static_cast<double>(values[field]));
-  }
+  AppendSamples(labels_, series_, family, field);
+}
+
+void FoldedCounters::AppendEvictedTo(FamilyBuilder& family, size_t field) const {
+  AppendSamples(labels_, evicted_, family, field);
+}
+
+void FoldedCounters::AppendFamilies(const MetricSpec& live, const MetricSpec& evicted, size_t field,
+                                    MetricFamilies& out) const {
+  FamilyBuilder series(live);
+  AppendTo(series, field);
+  series.AppendTo(out);
+  FamilyBuilder ended(evicted);
+  AppendEvictedTo(ended, field);
+  ended.AppendTo(out);
 }
 
 std::string FoldedCounters::TopValue(size_t label) const {

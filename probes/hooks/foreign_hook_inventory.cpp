@@ -410,7 +410,7 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
     by_kind[{std::string(kind), false}] = 0;
     by_kind[{std::string(kind), true}] = 0;
   }
-  // kind, target, owner, unit, hot -> hooks
+  // kind, target, owner, unit, hot -> hooks (an _info series is 1 whatever the count: issue 19)
   using InfoKey = std::tuple<std::string, std::string, std::string, std::string, bool>;
   std::map<InfoKey, uint64_t> info;
   for (const ForeignHook& hook : inventory_.hooks) {
@@ -444,22 +444,30 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
                  {"owner", owner},
                  {"unit", unit},
                  {"hot", hot ? "true" : "false"}},
-                static_cast<double>(count));
+                1);
   }
   details.AppendTo(out);
   FamilyBuilder(hooks_metrics::kForeignHookInfoOmitted)
       .Add(static_cast<double>(omitted))
       .AppendTo(out);
 
-  FamilyBuilder seconds(hooks_metrics::kForeignBpfRunSecondsTotal);
-  FamilyBuilder runs(hooks_metrics::kForeignBpfRunsTotal);
-  for (const auto& [labels, values] : cost_.series()) {
-    LabelPairs pairs{{"owner", labels[0]}, {"program", labels[1]}, {"sampled", labels[2]}};
-    seconds.Add(pairs, static_cast<double>(values[0]) / 1e9);
-    runs.Add(pairs, static_cast<double>(values[1]));
-  }
-  seconds.AppendTo(out);
-  runs.AppendTo(out);
+  // The live series, then the ended ones (their totals, never added to "other": issue 19, D1).
+  auto append_cost = [&](const auto& series, const MetricSpec& seconds_spec,
+                         const MetricSpec& runs_spec) {
+    FamilyBuilder seconds(seconds_spec);
+    FamilyBuilder runs(runs_spec);
+    for (const auto& [labels, values] : series) {
+      LabelPairs pairs{{"owner", labels[0]}, {"program", labels[1]}, {"sampled", labels[2]}};
+      seconds.Add(pairs, static_cast<double>(values[0]) / 1e9);
+      runs.Add(pairs, static_cast<double>(values[1]));
+    }
+    seconds.AppendTo(out);
+    runs.AppendTo(out);
+  };
+  append_cost(cost_.series(), hooks_metrics::kForeignBpfRunSecondsTotal,
+              hooks_metrics::kForeignBpfRunsTotal);
+  append_cost(cost_.evicted(), hooks_metrics::kForeignBpfRunSecondsEvictedTotal,
+              hooks_metrics::kForeignBpfRunsEvictedTotal);
   FamilyBuilder(hooks_metrics::kForeignBpfStatsCoverageRatio).Add(stats_fraction_).AppendTo(out);
 
   FamilyBuilder sources(hooks_metrics::kForeignHookSourceAvailable);

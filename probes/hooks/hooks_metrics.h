@@ -25,8 +25,8 @@ inline constexpr MetricSpec kForeignHooks{
     MetricType::kGauge};
 inline constexpr MetricSpec kForeignHookInfo{
     "kpath_foreign_hook_info",
-    "Foreign kernel hooks by kind, target and owner (the process holding them, unknown if none): "
-    "the number of such hooks, normally 1.",
+    "Foreign kernel hooks by kind, target and owner (the process holding them, unknown if none); "
+    "always 1, identical hooks share a series (kpath_foreign_hooks counts them).",
     MetricType::kGauge};
 inline constexpr MetricSpec kForeignHookInfoOmitted{
     "kpath_foreign_hook_info_omitted",
@@ -40,6 +40,18 @@ inline constexpr MetricSpec kForeignBpfRunSecondsTotal{
 inline constexpr MetricSpec kForeignBpfRunsTotal{
     "kpath_foreign_bpf_runs_total",
     "Runs of BPF programs not loaded by kpathd (see kpath_foreign_bpf_run_seconds_total).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kForeignBpfRunSecondsEvictedTotal{
+    "kpath_foreign_bpf_run_seconds_evicted_total",
+    "CPU seconds of the kpath_foreign_bpf_run_seconds_total series that ended when a label value "
+    "left the top-N, by their other form: their totals at that moment (the other series gets only "
+    "later increments). Exact total: sum(kpath_foreign_bpf_run_seconds_total) + sum(this).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kForeignBpfRunsEvictedTotal{
+    "kpath_foreign_bpf_runs_evicted_total",
+    "Runs of the kpath_foreign_bpf_runs_total series that ended when a label value left the top-N, "
+    "by their other form: their totals at that moment (the other series gets only later "
+    "increments). Exact total: sum(kpath_foreign_bpf_runs_total) + sum(this).",
     MetricType::kCounter};
 inline constexpr MetricSpec kForeignBpfStatsCoverageRatio{
     "kpath_foreign_bpf_stats_coverage_ratio",
@@ -66,6 +78,8 @@ inline constexpr MetricSpec kAll[] = {kHiddenKprobes,
                                       kForeignBpfRunsTotal,
                                       kForeignBpfStatsCoverageRatio,
                                       kForeignHookSourceAvailable,
-                                      kForeignHookProcessesScanned};
+                                      kForeignHookProcessesScanned,
+                                      kForeignBpfRunSecondsEvictedTotal,
+                                      kForeignBpfRunsEvictedTotal};
 
 }  // namespace kpath::hooks_metrics

@@ -19,6 +19,12 @@ inline constexpr MetricSpec kRegionsTotal{
     "IRQ-disabled regions at or above the threshold, by process and culprit (the kernel function "
     "that held IRQs off; unknown when the stack does not show it).",
     MetricType::kCounter};
+inline constexpr MetricSpec kRegionsEvictedTotal{
+    "kpath_irqoff_regions_evicted_total",
+    "Regions of the kpath_irqoff_regions_total series that ended when a label value left the "
+    "top-N, by their other form: their totals at that moment (the other series gets only later "
+    "increments). Exact total: sum(kpath_irqoff_regions_total) + sum(this).",
+    MetricType::kCounter};
 inline constexpr MetricSpec kIgnoredLateTicksTotal{
     "kpath_irqoff_ignored_late_ticks_total",
     "Late timer ticks not counted as regions: the CPU was idle, or the hypervisor did not run the "
@@ -46,8 +52,8 @@ inline constexpr MetricSpec kDetectorInfo{
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
 inline constexpr MetricSpec kAll[] = {
-    kSeconds,         kMaxSeconds,      kRegionsTotal,     kIgnoredLateTicksTotal,
-    kTimerTicksTotal, kNmiSamplesTotal, kThresholdSeconds, kResolutionSeconds,
-    kDetectorInfo};
+    kSeconds,         kMaxSeconds,         kRegionsTotal,     kIgnoredLateTicksTotal,
+    kTimerTicksTotal, kNmiSamplesTotal,    kThresholdSeconds, kResolutionSeconds,
+    kDetectorInfo,    kRegionsEvictedTotal};
 
 }  // namespace kpath::irqoff_metrics

@@ -418,9 +418,8 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
       .AddHistogram({}, bounds, counts, static_cast<double>(sum.region_ns) / 1e9)
       .AppendTo(out);
   FamilyBuilder(irqoff_metrics::kMaxSeconds).Add(interval_max).AppendTo(out);
-  FamilyBuilder by_culprit(irqoff_metrics::kRegionsTotal);
-  regions_.AppendTo(by_culprit, 0);
-  by_culprit.AppendTo(out);
+  regions_.AppendFamilies(irqoff_metrics::kRegionsTotal, irqoff_metrics::kRegionsEvictedTotal, 0,
+                          out);
   FamilyBuilder(irqoff_metrics::kIgnoredLateTicksTotal)
       .Add({{"reason", "idle"}}, static_cast<double>(sum.late_idle))
       .Add({{"reason", "steal"}}, static_cast<double>(sum.late_steal))

@@ -430,12 +430,10 @@ absl::Status MadviseProbe::Collect(MetricFamilies& out) {
     events_[e] = *n;
   }
 
-  FamilyBuilder calls(madvise_metrics::kMadviseCallsTotal);
-  folded_.AppendTo(calls, 0);
-  calls.AppendTo(out);
-  FamilyBuilder bytes(madvise_metrics::kMadviseBytesTotal);
-  folded_.AppendTo(bytes, 1);
-  bytes.AppendTo(out);
+  folded_.AppendFamilies(madvise_metrics::kMadviseCallsTotal,
+                         madvise_metrics::kMadviseCallsEvictedTotal, 0, out);
+  folded_.AppendFamilies(madvise_metrics::kMadviseBytesTotal,
+                         madvise_metrics::kMadviseBytesEvictedTotal, 1, out);
   FamilyBuilder(health_metrics::kEventsLostTotal)
       .Add({{"probe", std::string(kName)}, {"reason", "iovec_read_error"}},
            static_cast<double>(events_[MADVISE_EVENT_IOVEC_READ_ERROR]))

@@ -450,12 +450,9 @@ absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
     if (sum.ok()) events_[e] = *sum;
   }
 
-  FamilyBuilder allocs(percpu_metrics::kAllocsTotal);
-  allocs_.AppendTo(allocs, 0);
-  allocs.AppendTo(out);
-  FamilyBuilder bytes(percpu_metrics::kAllocBytesTotal);
-  allocs_.AppendTo(bytes, 1);
-  bytes.AppendTo(out);
+  allocs_.AppendFamilies(percpu_metrics::kAllocsTotal, percpu_metrics::kAllocsEvictedTotal, 0, out);
+  allocs_.AppendFamilies(percpu_metrics::kAllocBytesTotal, percpu_metrics::kAllocBytesEvictedTotal,
+                         1, out);
 
   if (tracks_frees_) {
     // The callers holding the most, the rest folded into "other".

@@ -11,6 +11,12 @@ inline constexpr MetricSpec kSlabinfoReadsTotal{
     "Opens of /proc/slabinfo by other processes: each makes the kernel walk every slab cache's "
     "partial slabs with IRQs off (seed 001).",
     MetricType::kCounter};
+inline constexpr MetricSpec kSlabinfoReadsEvictedTotal{
+    "kpath_slabinfo_reads_evicted_total",
+    "Opens of the kpath_slabinfo_reads_total series that ended when a label value left the top-N, "
+    "by their other form: their totals at that moment (the other series gets only later "
+    "increments). Exact total: sum(kpath_slabinfo_reads_total) + sum(this).",
+    MetricType::kCounter};
 inline constexpr MetricSpec kSlabObjects{
     "kpath_slab_objects",
     "Object slots in a slab cache's slabs (configured caches plus the largest others).",
@@ -29,7 +35,11 @@ inline constexpr MetricSpec kSlabReadIntervalSeconds{
     MetricType::kGauge};
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
-inline constexpr MetricSpec kAll[] = {kSlabinfoReadsTotal, kSlabObjects, kSlabBytes,
-                                      kSlabReadDurationSeconds, kSlabReadIntervalSeconds};
+inline constexpr MetricSpec kAll[] = {kSlabinfoReadsTotal,
+                                      kSlabObjects,
+                                      kSlabBytes,
+                                      kSlabReadDurationSeconds,
+                                      kSlabReadIntervalSeconds,
+                                      kSlabinfoReadsEvictedTotal};
 
 }  // namespace kpath::slab_metrics

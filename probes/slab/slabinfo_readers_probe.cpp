@@ -190,9 +190,8 @@ absl::Status SlabinfoReadersProbe::Collect(MetricFamilies& out) {
     if (ranked.size() > 3) parts.push_back(fmt::format("{} more", ranked.size() - 3));
     status_ = fmt::format("/proc/slabinfo opened by {}", fmt::join(parts, ", "));
   }
-  FamilyBuilder reads(slab_metrics::kSlabinfoReadsTotal);
-  readers_.AppendTo(reads, 0);
-  reads.AppendTo(out);
+  readers_.AppendFamilies(slab_metrics::kSlabinfoReadsTotal,
+                          slab_metrics::kSlabinfoReadsEvictedTotal, 0, out);
 
   absl::StatusOr<uint64_t> unreadable = SumPerCpu(unreadable_fd_, 0, "read slabinfo_unreadable");
   if (!unreadable.ok()) return unreadable.status();

@@ -49,6 +49,12 @@ double Sum(const std::string& exposition, const std::string& name,
   return Sum(Samples(exposition, name), match);
 }
 
+double SumFolded(const std::string& exposition, const std::string& name,
+                 const std::map<std::string, std::string>& match) {
+  const std::string evicted = name.substr(0, name.rfind("_total")) + "_evicted_total";
+  return Sum(exposition, name, match) + Sum(exposition, evicted, match);
+}
+
 std::string ScrapeUntil(KpathdProcess& kpathd, const std::function<bool(const std::string&)>& done,
                         std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -24,6 +24,11 @@ double Sum(const std::vector<Sample>& samples,
            const std::map<std::string, std::string>& match = {});
 double Sum(const std::string& exposition, const std::string& name,
            const std::map<std::string, std::string>& match = {});
+// The exact count of a folded counter family `name` (an `..._total`): its samples plus those of
+// its `..._evicted_total`, the series that left the top-N (docs/metrics.md, "Folded labels and
+// exact totals"), whose labels include every pair of `match`.
+double SumFolded(const std::string& exposition, const std::string& name,
+                 const std::map<std::string, std::string>& match = {});
 
 // Scrapes /metrics until `done` holds for a scrape or `timeout` passes; returns the last scrape.
 std::string ScrapeUntil(KpathdProcess& kpathd, const std::function<bool(const std::string&)>& done,
