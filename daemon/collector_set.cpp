@@ -149,7 +149,7 @@ MetricFamilies MergeFamiliesByName(MetricFamilies families) {
   return merged;
 }
 
-void CollectorSet::AppendHealth(MetricFamilies& out) const {
+void CollectorSet::AppendHealth(MetricFamilies& out) {
   FamilyBuilder(health_metrics::kBuildInfo)
       .Add({{"version", build_.version},
             {"revision", build_.revision},
@@ -166,6 +166,8 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   FamilyBuilder runs(health_metrics::kBpfProgramRunsTotal);
   // Also while the foreign-hook inventory holds a BPF_ENABLE_STATS fd (hooks.bpf_stats: always).
   bool stats_on = BpfRunStatsComplete(paths_);
+  // Otherwise (hooks.bpf_stats: sampled, the default) its sampler's estimates price them.
+  std::map<uint32_t, BpfRunEstimate> estimates = TakeSampledBpfRunEstimates();
   for (size_t i = 0; i < collectors_.size(); ++i) {
     const Collector& c = *collectors_[i];
     std::string name(c.Name());
@@ -176,13 +178,19 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
                    p.mechanism == Mechanism::kNone ? 0 : 1);
       excluded.Add({{"probe", p.probe}}, p.excluded_by_config ? 1 : 0);
     }
-    if (!stats_on) continue;
     for (const OwnBpfProgram& prog : c.Programs()) {
       absl::StatusOr<BpfProgramRunStats> st = ReadBpfProgramRunStats(prog.fd);
       if (!st.ok()) continue;
+      const OwnBpfRunCost::Key key{prog.probe, prog.program};
+      auto estimate = estimates.find(st->id);
+      own_cost_.Update(
+          key, *st, stats_on,
+          estimate == estimates.end() ? std::nullopt : std::optional(estimate->second));
+      std::optional<BpfRunEstimate> total = own_cost_.Total(key);
+      if (!total) continue;
       LabelPairs labels{{"probe", prog.probe}, {"program", prog.program}};
-      run_seconds.Add(labels, static_cast<double>(st->run_time_ns) / 1e9);
-      runs.Add(labels, static_cast<double>(st->run_count));
+      run_seconds.Add(labels, total->run_time_ns / 1e9);
+      runs.Add(labels, total->run_count);
     }
   }
   success.AppendTo(out);

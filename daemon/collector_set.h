@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/collect/bpf_program_stats.h"
 #include "probes/collect/collector.h"
 #include "probes/kernel/host_paths.h"
 
@@ -72,7 +73,7 @@ class CollectorSet {
     std::chrono::milliseconds backoff{0};
   };
 
-  void AppendHealth(MetricFamilies& out) const;
+  void AppendHealth(MetricFamilies& out);
   // Starts collector i (again); records the outcome and, on failure, when to try next.
   void StartOne(size_t i);
   // Collectors with BPF probes are retried; /proc samplers have nothing to attach.
@@ -85,6 +86,7 @@ class CollectorSet {
   HostPaths paths_;
   bool stopped_ = false;
   RetryPolicy retry_;
+  OwnBpfRunCost own_cost_;  // kpath_bpf_program_run_seconds_total, exact or sampled
 };
 
 // Joins families of the same name (from different collectors) into one, first HELP wins.

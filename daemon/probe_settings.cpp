@@ -93,18 +93,23 @@ absl::Status ReadMadviseSettings(const YamlReader& reader, const YAML::Node& key
 }
 
 // irqoff: the threshold must span at least 2 periods, so that a region's length, known to
-// +-period/2 by the timer methods, is right to 25 % at the threshold.
+// +-period/2 by the timer methods, is right to 25 % at the threshold. max_window spans at least
+// one scrape interval (Prometheus allows down to 1s) and at most an hour.
 absl::Status ReadIrqOffSettings(const YamlReader& reader, const YAML::Node& key_node,
                                 const YAML::Node& value, IrqOffConfig& irqoff) {
   std::optional<YAML::Mark> mark;
   absl::Status status = reader.Section(
-      key_node, value, "irqoff", {"threshold", "period"},
+      key_node, value, "irqoff", {"threshold", "period", "max_window"},
       [&](const std::string& key, const YAML::Node& child_key,
           const YAML::Node& child) -> absl::Status {
         mark = child_key.Mark();
         if (key == "threshold") {
           return reader.Duration(child_key, child, KeyPath("irqoff", key), absl::Microseconds(500),
                                  absl::Seconds(10), irqoff.threshold);
+        }
+        if (key == "max_window") {
+          return reader.Duration(child_key, child, KeyPath("irqoff", key), absl::Seconds(1),
+                                 absl::Hours(1), irqoff.max_window);
         }
         return reader.Duration(child_key, child, KeyPath("irqoff", key), absl::Microseconds(250),
                                absl::Milliseconds(100), irqoff.period);

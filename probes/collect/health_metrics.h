@@ -23,12 +23,14 @@ inline constexpr MetricSpec kProbeExcludedByConfig{
     MetricType::kGauge};
 inline constexpr MetricSpec kBpfProgramRunSecondsTotal{
     "kpath_bpf_program_run_seconds_total",
-    "CPU time spent in kpathd's own BPF programs, while the kernel's BPF run-time statistics are "
-    "on.",
+    "CPU time spent in kpathd's own BPF programs: exact while the kernel's BPF run-time "
+    "statistics are on (kpath_bpf_stats_enabled 1), else estimated from the slices of "
+    "hooks.bpf_stats: sampled.",
     MetricType::kCounter};
 inline constexpr MetricSpec kBpfProgramRunsTotal{
     "kpath_bpf_program_runs_total",
-    "Runs of kpathd's own BPF programs, while the kernel's BPF run-time statistics are on.",
+    "Runs of kpathd's own BPF programs: exact while the kernel's BPF run-time statistics are on, "
+    "else estimated from the slices of hooks.bpf_stats: sampled.",
     MetricType::kCounter};
 inline constexpr MetricSpec kBpfStatsEnabled{
     "kpath_bpf_stats_enabled",

@@ -366,7 +366,12 @@ void ForeignHookInventory::AccountCost() {
     if (!exact) {
       for (const auto& [id, estimate] : estimates) {
         auto labels = program_labels_.find(id);
-        if (labels == program_labels_.end()) continue;  // kpathd's own, or never seen
+        if (labels == program_labels_.end()) {
+          // kpathd's own (priced by CollectorSet as kpath_bpf_program_run_seconds_total), or a
+          // program never seen in an inventory (dropped there).
+          AddSampledBpfRunEstimate(id, {estimate.run_time_ns, estimate.run_count});
+          continue;
+        }
         const uint64_t deltas[] = {static_cast<uint64_t>(std::llround(estimate.run_time_ns)),
                                    static_cast<uint64_t>(std::llround(estimate.run_count))};
         if (deltas[0] != 0 || deltas[1] != 0) {

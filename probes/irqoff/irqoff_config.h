@@ -1,5 +1,5 @@
-// Configuration `irqoff:` (IRQ-disabled regions). Restart to apply: both values are compiled into
-// the BPF programs when they load.
+// Configuration `irqoff:` (IRQ-disabled regions). Restart to apply: threshold and period are
+// compiled into the BPF programs when they load.
 #pragma once
 
 #include "absl/time/time.h"
@@ -14,6 +14,9 @@ struct IrqOffConfig {
   // Period of the per-CPU software timer: the resolution of the timer methods (a region's length
   // is known to +-period/2) and their cost (one interrupt per period per busy CPU).
   absl::Duration period = absl::Milliseconds(2);
+  // kpath_irqoff_max_seconds is the longest region of this sliding window, so that a scraper
+  // that comes at least this often sees every region's length (a scrape interval of 15-60 s).
+  absl::Duration max_window = absl::Seconds(60);
   bool operator==(const IrqOffConfig&) const = default;
 };
 

@@ -12,7 +12,8 @@ inline constexpr MetricSpec kSeconds{
     MetricType::kHistogram};
 inline constexpr MetricSpec kMaxSeconds{
     "kpath_irqoff_max_seconds",
-    "Longest IRQ-disabled region since the previous sample (0 when none reached the threshold).",
+    "Longest IRQ-disabled region in the last irqoff.max_window (60 s by default; 0 when none "
+    "reached the threshold).",
     MetricType::kGauge};
 inline constexpr MetricSpec kRegionsTotal{
     "kpath_irqoff_regions_total",

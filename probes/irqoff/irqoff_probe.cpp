@@ -51,7 +51,8 @@ IrqOffProbe::IrqOffProbe(KernelFeatures& kernel, HostPaths paths, std::vector<Me
       regions_(
           {"comm", "culprit"},
           {static_cast<size_t>(options.labels.comm), static_cast<size_t>(options.labels.caller)},
-          1) {}
+          1),
+      longest_(options.detector.max_window) {}
 
 IrqOffProbe::~IrqOffProbe() { Detach(); }
 
@@ -389,6 +390,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
   if (absl::Status s = DrainEvents(); !s.ok()) return s;
   double interval_max = 0;
   if (absl::Status s = ReadIntervalMax(interval_max); !s.ok()) return s;
+  longest_.Add(absl::Now(), interval_max);
   absl::StatusOr<std::vector<irqoff_totals>> per_cpu =
       ReadPerCpu<irqoff_totals>(totals_fd_, 0, "read irqoff_totals");
   if (!per_cpu.ok()) return per_cpu.status();
@@ -417,7 +419,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
   FamilyBuilder(irqoff_metrics::kSeconds)
       .AddHistogram({}, bounds, counts, static_cast<double>(sum.region_ns) / 1e9)
       .AppendTo(out);
-  FamilyBuilder(irqoff_metrics::kMaxSeconds).Add(interval_max).AppendTo(out);
+  FamilyBuilder(irqoff_metrics::kMaxSeconds).Add(longest_.Max()).AppendTo(out);
   regions_.AppendFamilies(irqoff_metrics::kRegionsTotal, irqoff_metrics::kRegionsEvictedTotal, 0,
                           out);
   FamilyBuilder(irqoff_metrics::kIgnoredLateTicksTotal)

@@ -19,6 +19,7 @@
 #include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
 #include "probes/collect/label_limits.h"
+#include "probes/collect/windowed_max.h"
 #include "probes/irqoff/irqoff_config.h"
 #include "probes/irqoff/irqoff_events.h"
 #include "probes/kernel/host_paths.h"
@@ -137,6 +138,8 @@ class IrqOffProbe final : public BpfProbe {
   std::vector<irqoff_event> drained_events_;  // filled by the buffer callbacks
   FoldedCounters regions_;
   uint64_t events_lost_seen_ = 0;
+  // Each sample's maximum over irqoff.max_window: what kpath_irqoff_max_seconds exports.
+  WindowedMax longest_;
 };
 
 }  // namespace kpath

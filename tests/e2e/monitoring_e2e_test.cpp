@@ -20,6 +20,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -267,6 +268,19 @@ std::vector<std::string> DashboardQueries(const std::string& node) {
   return out;
 }
 
+// A fresh directory under /tmp for the servers' configuration and data, removed at the end.
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/kpath-e2e-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() { fs::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  fs::path path;
+};
+
 // A process named `comm` that creates and removes `dir` (one cgroup, one unit) about 100 times a
 // second until killed.
 pid_t ChurnForever(const std::string& comm, const std::string& dir) {
@@ -291,13 +305,8 @@ TEST_CASE(
   }
   std::optional<std::string> cgroot = MemoryCgroupRoot();
   REQUIRE(cgroot.has_value());
-  char tmpl[] = "/tmp/kpath-e2e-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const fs::path tmp = tmpl;
-  struct RemoveDir {
-    fs::path p;
-    ~RemoveDir() { fs::remove_all(p); }
-  } remove_tmp{tmp};
+  const TempDir dir;
+  const fs::path& tmp = dir.path;
 
   // kpathd, sampling every second.
   KpathdProcess kpathd(KpathdOptions{.config_yaml = "sampling_interval: 1s\n"});
@@ -464,4 +473,66 @@ TEST_CASE(
     CHECK_THAT(alert["annotations"]["runbook_url"].as<std::string>(),
                Catch::EndsWith("/docs/runbooks/KpathCgroupChurnHigh.md"));
   }
+}
+
+// The example's inhibitions with a real Alertmanager (no kpathd, no root): alerts are added with
+// amtool as Prometheus would send them, then Alertmanager's API says which it holds back. One
+// cause, one notification (issue 19 item 6): KpathPercpuFillingMemory's 24 h warning under its
+// 4 h critical, and KpathdCollectorFailing under KpathdProbeDetached for the same probe.
+TEST_CASE("Alertmanager's example routes notify one alert per cause") {
+  const TempDir dir;
+  const fs::path& tmp = dir.path;
+  Webhook hook;
+  const int am_port = FreePort();
+  WriteFile(tmp / "alertmanager.yml",
+            TestAlertmanagerConfig("http://127.0.0.1:" + std::to_string(hook.port()) + "/alerts"));
+  ServerProcess am(
+      {"prometheus-alertmanager", "--config.file=" + (tmp / "alertmanager.yml").string(),
+       "--storage.path=" + tmp.string(),
+       "--web.listen-address=127.0.0.1:" + std::to_string(am_port),
+       "--cluster.listen-address=", "--log.level=warn"},
+      tmp / "alertmanager.log");
+  INFO("alertmanager log:\n" << am.Log());
+  REQUIRE(WaitFor(30s, [&] {
+    auto r = HttpGet(am_port, "/-/ready", 2s);
+    return r && r->status == 200;
+  }));
+  const std::string url = "http://127.0.0.1:" + std::to_string(am_port);
+  auto add = [&](const std::string& labels) {
+    const std::string cmd =
+        "amtool alert add --alertmanager.url=" + url + " " + labels + " job=kpathd >/dev/null 2>&1";
+    INFO(cmd);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  };
+  add("alertname=KpathPercpuFillingMemory severity=critical instance=n1");
+  add("alertname=KpathPercpuFillingMemory severity=warning instance=n1");
+  add("alertname=KpathPercpuFillingMemory severity=warning instance=n2");  // no critical there
+  add("alertname=KpathdProbeDetached severity=warning instance=n1 probe=irqoff mechanism=none");
+  add("alertname=KpathdCollectorFailing severity=warning instance=n1 collector=irqoff "
+      "probe=irqoff");
+  add("alertname=KpathdCollectorFailing severity=warning instance=n1 collector=slab probe=slab");
+
+  // alertname/severity/instance/collector of every alert Alertmanager holds back, and of all.
+  auto alerts = [&](bool only_inhibited) {
+    std::set<std::string> out;
+    YAML::Node r = GetJson(am_port, "/api/v2/alerts");
+    if (!r || !r.IsSequence()) return out;
+    for (const YAML::Node& a : r) {
+      const bool inhibited = a["status"]["inhibitedBy"].size() > 0;
+      if (only_inhibited && !inhibited) continue;
+      const YAML::Node l = a["labels"];
+      out.insert(l["alertname"].as<std::string>() + "/" + l["severity"].as<std::string>() + "/" +
+                 l["instance"].as<std::string>() + "/" + l["collector"].as<std::string>(""));
+    }
+    return out;
+  };
+  REQUIRE(WaitFor(30s, [&] { return alerts(false).size() == 6; }));
+  std::set<std::string> inhibited;
+  // Inhibitions are computed as the alerts arrive; give the last one a moment.
+  WaitFor(10s, [&] {
+    inhibited = alerts(true);
+    return inhibited.size() >= 2;
+  });
+  CHECK(inhibited == std::set<std::string>{"KpathPercpuFillingMemory/warning/n1/",
+                                           "KpathdCollectorFailing/warning/n1/irqoff"});
 }

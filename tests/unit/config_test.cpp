@@ -130,6 +130,7 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "irqoff",
                                           "irqoff.threshold",
                                           "irqoff.period",
+                                          "irqoff.max_window",
                                           "slab",
                                           "slab.caches",
                                           "slab.top_n",

@@ -14,6 +14,7 @@ TEST_CASE("irqoff and slab defaults catch seed 001 without a costly read", "[con
   const Config config;
   CHECK(config.irqoff.threshold == absl::Milliseconds(10));
   CHECK(config.irqoff.period == absl::Milliseconds(2));
+  CHECK(config.irqoff.max_window == absl::Seconds(60));
   CHECK(config.slab.caches == std::vector<std::string>{"dentry", "inode_cache", "proc_inode_cache",
                                                        "sock_inode_cache", "buffer_head", "filp"});
   CHECK(config.slab.top_n == 10);
@@ -28,12 +29,13 @@ TEST_CASE("irqoff and slab defaults catch seed 001 without a costly read", "[con
 
 TEST_CASE("irqoff and slab settings are read from the file", "[config][irqoff]") {
   Config config = Parse(
-      "irqoff:\n  threshold: 4ms\n  period: 500us\n"
+      "irqoff:\n  threshold: 4ms\n  period: 500us\n  max_window: 2m\n"
       "slab:\n  caches: [dentry, kmalloc-rcl-64]\n  top_n: 0\n  interval: 5m\n"
       "  max_read_time: 20ms\n"
       "probes:\n  irqoff:\n    mechanisms: [perf_event]\n");
   CHECK(config.irqoff.threshold == absl::Milliseconds(4));
   CHECK(config.irqoff.period == absl::Microseconds(500));
+  CHECK(config.irqoff.max_window == absl::Minutes(2));
   CHECK(config.slab.caches == std::vector<std::string>{"dentry", "kmalloc-rcl-64"});
   CHECK(config.slab.top_n == 0);
   CHECK(config.slab.interval == absl::Minutes(5));
@@ -49,6 +51,14 @@ TEST_CASE("a threshold under two periods is an error naming both", "[config][irq
   CHECK_THAT(ErrorOf("irqoff:\n  threshold: 100us\n"), Contains("irqoff.threshold"));
   CHECK_THAT(ErrorOf("irqoff:\n  period: 1us\n"), Contains("irqoff.period"));
   CHECK_THAT(ErrorOf("irqoff:\n  limit: 3\n"), Contains("unknown key \"limit\""));
+}
+
+TEST_CASE("the IRQ-off maximum's window spans 1s to 1h", "[config][irqoff]") {
+  CHECK(Parse("irqoff:\n  max_window: 1s\n").irqoff.max_window == absl::Seconds(1));
+  CHECK(Parse("irqoff:\n  max_window: 1h\n").irqoff.max_window == absl::Hours(1));
+  CHECK_THAT(ErrorOf("irqoff:\n  max_window: 500ms\n"), Contains("irqoff.max_window"));
+  CHECK_THAT(ErrorOf("irqoff:\n  max_window: 2h\n"), Contains("irqoff.max_window"));
+  CHECK_THAT(ErrorOf("irqoff:\n  max_window: often\n"), Contains("irqoff.max_window"));
 }
 
 TEST_CASE("slab cache names are plain names, listed once", "[config][slab]") {

@@ -1,0 +1,93 @@
+// deploy/grafana/kpathd-dashboard.json against the mistakes an operator review found in it (issue
+// 19, review D5 and D6): per-node panels that summed the whole fleet, a heatmap that counted each
+// region 2-4 times, and recording rules shipped for the dashboard that no panel used. The e2e
+// test (tests/e2e) runs every query against a real Prometheus; this one needs no root.
+#include <yaml-cpp/yaml.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <functional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+const std::filesystem::path kSource = KPATH_SOURCE_DIR;
+
+YAML::Node Dashboard() {
+  // JSON is YAML.
+  return YAML::LoadFile((kSource / "deploy/grafana/kpathd-dashboard.json").string());
+}
+
+struct Query {
+  int panel = 0;
+  std::string type;  // the panel's
+  std::string expr;
+  bool instant = false;
+};
+
+std::vector<Query> Queries(const YAML::Node& dashboard) {
+  std::vector<Query> out;
+  for (const YAML::Node& p : dashboard["panels"]) {
+    for (const YAML::Node& t : p["targets"]) {
+      if (!t["expr"]) continue;
+      out.push_back({p["id"].as<int>(), p["type"].as<std::string>(), t["expr"].as<std::string>(),
+                     t["instant"] && t["instant"].as<bool>()});
+    }
+  }
+  return out;
+}
+
+std::set<std::string> RecordedNames() {
+  std::set<std::string> names;
+  YAML::Node rules = YAML::LoadFile((kSource / "deploy/prometheus/kpathd-rules.yml").string());
+  for (const YAML::Node& g : rules["groups"])
+    for (const YAML::Node& r : g["rules"])
+      if (r["record"]) names.insert(r["record"].as<std::string>());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("the node selector picks one node, so per-node panels never sum the fleet") {
+  YAML::Node node;
+  for (const YAML::Node& v : Dashboard()["templating"]["list"])
+    if (v["name"].as<std::string>() == "node") node = v;
+  REQUIRE(node);
+  // Multi-select with All made `sum by (comm)` of a per-node panel a fleet-wide sum (D5).
+  CHECK_FALSE(node["multi"].as<bool>());
+  CHECK_FALSE(node["includeAll"].as<bool>());
+}
+
+TEST_CASE("no panel drawn over time counts a window wider than its step") {
+  // increase(x[$__rate_interval]) at step $__interval puts each event in 2-4 points (D6).
+  const std::regex wide(R"(increase\([^)]*\[\$__rate_interval\])");
+  for (const Query& q : Queries(Dashboard())) {
+    if (q.instant) continue;
+    INFO("panel " << q.panel << " (" << q.type << "): " << q.expr);
+    CHECK_FALSE(std::regex_search(q.expr, wide));
+  }
+}
+
+TEST_CASE("the dashboard uses the shipped recording rules, and only rules that exist") {
+  const std::set<std::string> recorded = RecordedNames();
+  REQUIRE_FALSE(recorded.empty());
+  const std::regex rule_name(R"(\b(?:instance|fleet):[a-z0-9_]+:[a-z0-9_]+\b)");
+  std::set<std::string> used;
+  for (const Query& q : Queries(Dashboard())) {
+    for (auto it = std::sregex_iterator(q.expr.begin(), q.expr.end(), rule_name);
+         it != std::sregex_iterator(); ++it) {
+      INFO("panel " << q.panel << ": " << q.expr);
+      CHECK(recorded.count(it->str()) == 1);
+      used.insert(it->str());
+    }
+  }
+  // The fleet rules exist for the fleet row: each one is a panel there.
+  for (const std::string& name : recorded) {
+    if (name.rfind("fleet:", 0) != 0) continue;
+    INFO("recording rule " << name);
+    CHECK(used.count(name) == 1);
+  }
+}
