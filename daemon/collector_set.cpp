@@ -190,6 +190,11 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   if (!excluded.empty()) excluded.AppendTo(out);
   if (!attached.empty()) attached.AppendTo(out);
   FamilyBuilder(health_metrics::kBpfStatsEnabled).Add(stats_on ? 1 : 0).AppendTo(out);
+  // The end of this collection, on the wall clock Prometheus compares it with (time()).
+  FamilyBuilder(health_metrics::kLastSampleTimestampSeconds)
+      .Add(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+               .count())
+      .AppendTo(out);
   if (!run_seconds.empty()) {
     run_seconds.AppendTo(out);
     runs.AppendTo(out);

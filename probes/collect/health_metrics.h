@@ -13,6 +13,10 @@ inline constexpr MetricSpec kCollectorSuccess{
 inline constexpr MetricSpec kCollectorDurationSeconds{
     "kpath_collector_duration_seconds", "How long the collector's last collection took.",
     MetricType::kGauge};
+inline constexpr MetricSpec kLastSampleTimestampSeconds{
+    "kpath_last_sample_timestamp_seconds",
+    "When the snapshot served was collected, in seconds since the Unix epoch (the host's clock).",
+    MetricType::kGauge};
 inline constexpr MetricSpec kProbeAttached{
     "kpath_probe_attached", "1 if the probe is attached; mechanism is how (none: not attached).",
     MetricType::kGauge};
@@ -46,9 +50,15 @@ inline constexpr MetricSpec kEventsLostTotal{
     MetricType::kCounter};
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
-inline constexpr MetricSpec kAll[] = {
-    kBuildInfo,           kCollectorSuccess,      kCollectorDurationSeconds,
-    kProbeAttached,       kProbeExcludedByConfig, kBpfProgramRunSecondsTotal,
-    kBpfProgramRunsTotal, kBpfStatsEnabled,       kEventsLostTotal};
+inline constexpr MetricSpec kAll[] = {kBuildInfo,
+                                      kCollectorSuccess,
+                                      kCollectorDurationSeconds,
+                                      kProbeAttached,
+                                      kProbeExcludedByConfig,
+                                      kBpfProgramRunSecondsTotal,
+                                      kBpfProgramRunsTotal,
+                                      kBpfStatsEnabled,
+                                      kEventsLostTotal,
+                                      kLastSampleTimestampSeconds};
 
 }  // namespace kpath::health_metrics

@@ -1,6 +1,8 @@
 // The daemon's parts that need no kernel: command line, collector isolation, status line.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include "daemon/cli.h"
@@ -158,6 +160,31 @@ TEST_CASE("the status line counts attached probes and joins fragments", "[collec
   CHECK(set.StatusLine() == "1/2 probes attached; Percpu 1.0 MiB");
   CHECK(Sample(out, "kpath_probe_attached", "tp_btf") == 1);
   CHECK(Sample(out, "kpath_probe_attached", "none") == 0);
+}
+
+TEST_CASE("every collection is stamped with the wall-clock time it ended", "[collector-set]") {
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::make_unique<FakeCollector>("a", absl::OkStatus(), absl::OkStatus()));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.StartAll();
+  auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const double before = unix_now();
+  MetricFamilies out = set.CollectAll();
+  const double after = unix_now();
+  std::optional<double> stamp;
+  for (const auto& f : out) {
+    if (f.name != "kpath_last_sample_timestamp_seconds") continue;
+    REQUIRE(f.type == prometheus::MetricType::Gauge);
+    REQUIRE(f.metric.size() == 1);
+    CHECK(f.metric[0].label.empty());
+    stamp = f.metric[0].gauge.value;
+  }
+  REQUIRE(stamp);
+  CHECK(*stamp >= before);
+  CHECK(*stamp <= after);
 }
 
 TEST_CASE("a snapshot serves the last published families to every scraper", "[snapshot]") {
