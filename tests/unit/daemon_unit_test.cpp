@@ -199,6 +199,27 @@ TEST_CASE("a snapshot serves the last published families to every scraper", "[sn
   CHECK(snapshot.Collect().empty());
 }
 
+TEST_CASE("ready once a snapshot is published, until it is older than three intervals or 15 s",
+          "[snapshot]") {
+  using std::chrono::seconds;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(SnapshotStaleAfter(seconds(5)) == seconds(15));
+  CHECK(SnapshotStaleAfter(seconds(1)) == seconds(15));
+  CHECK(SnapshotStaleAfter(seconds(60)) == seconds(180));
+  CHECK(SnapshotNotReadyReason(std::nullopt, t0, seconds(15)) ==
+        "starting: the probes are being attached, no snapshot served yet");
+  CHECK(SnapshotNotReadyReason(t0, t0 + seconds(15), seconds(15)).empty());
+  CHECK(SnapshotNotReadyReason(t0, t0 + seconds(42), seconds(15)) ==
+        "the snapshot served is 42s old (stale after 15s): collection is stuck");
+
+  Snapshot snapshot;
+  CHECK_FALSE(snapshot.PublishedAt());
+  snapshot.Publish({});
+  REQUIRE(snapshot.PublishedAt());
+  CHECK(*snapshot.PublishedAt() >= t0);
+  CHECK(*snapshot.PublishedAt() <= std::chrono::steady_clock::now());
+}
+
 TEST_CASE("a probe collector that fails to start is retried with backoff until it attaches",
           "[collector-set][retry]") {
   auto probe = std::make_unique<FakeCollector>("probe", absl::OkStatus(), absl::OkStatus());
