@@ -162,6 +162,7 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   FamilyBuilder duration(health_metrics::kCollectorDurationSeconds);
   FamilyBuilder attached(health_metrics::kProbeAttached);
   FamilyBuilder excluded(health_metrics::kProbeExcludedByConfig);
+  FamilyBuilder supported(health_metrics::kProbeSupported);
   FamilyBuilder run_seconds(health_metrics::kBpfProgramRunSecondsTotal);
   FamilyBuilder runs(health_metrics::kBpfProgramRunsTotal);
   // Also while the foreign-hook inventory holds a BPF_ENABLE_STATS fd (hooks.bpf_stats: always).
@@ -175,6 +176,7 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
       attached.Add({{"probe", p.probe}, {"mechanism", std::string(MechanismName(p.mechanism))}},
                    p.mechanism == Mechanism::kNone ? 0 : 1);
       excluded.Add({{"probe", p.probe}}, p.excluded_by_config ? 1 : 0);
+      supported.Add({{"probe", p.probe}}, p.supported ? 1 : 0);
     }
     if (!stats_on) continue;
     for (const OwnBpfProgram& prog : c.Programs()) {
@@ -189,6 +191,7 @@ void CollectorSet::AppendHealth(MetricFamilies& out) const {
   duration.AppendTo(out);
   if (!excluded.empty()) excluded.AppendTo(out);
   if (!attached.empty()) attached.AppendTo(out);
+  if (!supported.empty()) supported.AppendTo(out);
   FamilyBuilder(health_metrics::kBpfStatsEnabled).Add(stats_on ? 1 : 0).AppendTo(out);
   // The end of this collection, on the wall clock Prometheus compares it with (time()).
   FamilyBuilder(health_metrics::kLastSampleTimestampSeconds)

@@ -24,6 +24,10 @@ struct ProbeState {
   // kernel supports (for example the costly syscall tracepoint of slabinfo_readers): the probe
   // is off by choice, not broken; its collector reports success and collects nothing.
   bool excluded_by_config = false;
+  // The kernel offers at least one of the probe's mechanisms (a plan's Supported() was ok when
+  // it last started), whether or not the configuration allows it and whether or not it then
+  // loaded. false: this kernel cannot serve the probe at all, nothing is broken.
+  bool supported = true;
 };
 
 // A loaded BPF program of kpathd's own, for kpath_bpf_program_run_*{probe,program}.

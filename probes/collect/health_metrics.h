@@ -20,6 +20,11 @@ inline constexpr MetricSpec kLastSampleTimestampSeconds{
 inline constexpr MetricSpec kProbeAttached{
     "kpath_probe_attached", "1 if the probe is attached; mechanism is how (none: not attached).",
     MetricType::kGauge};
+inline constexpr MetricSpec kProbeSupported{
+    "kpath_probe_supported",
+    "1 if this kernel offers at least one of the probe's mechanisms (asked when the probe last "
+    "started); 0: the kernel cannot serve it, so it is not attached and nothing is broken.",
+    MetricType::kGauge};
 inline constexpr MetricSpec kProbeExcludedByConfig{
     "kpath_probe_excluded_by_config",
     "1 if the probe is not attached only because probes.<probe>.mechanisms leaves out every "
@@ -59,6 +64,7 @@ inline constexpr MetricSpec kAll[] = {kBuildInfo,
                                       kBpfProgramRunsTotal,
                                       kBpfStatsEnabled,
                                       kEventsLostTotal,
-                                      kLastSampleTimestampSeconds};
+                                      kLastSampleTimestampSeconds,
+                                      kProbeSupported};
 
 }  // namespace kpath::health_metrics

@@ -151,6 +151,7 @@ TEST_CASE("a failing collector reports success 0 and drops only its own families
 TEST_CASE("the status line counts attached probes and joins fragments", "[collector-set]") {
   auto a = std::make_unique<FakeCollector>("a", absl::OkStatus(), absl::OkStatus());
   a->probes = {{"pa", Mechanism::kTpBtf, ""}, {"pb", Mechanism::kNone, "no BTF"}};
+  a->probes[1].supported = false;
   a->fragment = "Percpu 1.0 MiB";
   std::vector<std::unique_ptr<Collector>> collectors;
   collectors.push_back(std::move(a));
@@ -160,6 +161,8 @@ TEST_CASE("the status line counts attached probes and joins fragments", "[collec
   CHECK(set.StatusLine() == "1/2 probes attached; Percpu 1.0 MiB");
   CHECK(Sample(out, "kpath_probe_attached", "tp_btf") == 1);
   CHECK(Sample(out, "kpath_probe_attached", "none") == 0);
+  CHECK(Sample(out, "kpath_probe_supported", "pa") == 1);
+  CHECK(Sample(out, "kpath_probe_supported", "pb") == 0);
 }
 
 TEST_CASE("every collection is stamped with the wall-clock time it ended", "[collector-set]") {
