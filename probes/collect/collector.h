@@ -4,6 +4,7 @@
 // collector needs no locking of its own.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,12 @@ class Collector {
   // BPF probes report what they attached (empty for /proc samplers).
   virtual std::vector<ProbeState> Probes() const { return {}; }
   virtual std::vector<OwnBpfProgram> Programs() const { return {}; }
+
+  // The probe's canary: kpathd causes one event of the kind the probe watches and checks that
+  // its programs counted it (kept out of the probe's own metrics). Ok: seen; an error says what
+  // was not seen or could not be caused. nullopt: this collector has no canary. Called by the
+  // sampler, about once a minute, only while a probe is attached.
+  virtual std::optional<absl::Status> SelfTest() { return std::nullopt; }
 
   // New label limits from a configuration reload; collectors with folded labels apply them.
   virtual void SetLabelLimits(const LabelLimits&) {}

@@ -25,6 +25,11 @@ inline constexpr MetricSpec kProbeSupported{
     "1 if this kernel offers at least one of the probe's mechanisms (asked when the probe last "
     "started); 0: the kernel cannot serve it, so it is not attached and nothing is broken.",
     MetricType::kGauge};
+inline constexpr MetricSpec kProbeSelfTestSuccess{
+    "kpath_probe_selftest_success",
+    "1 if the probe's last self-test (an event kpathd caused itself, about once a minute) reached "
+    "its programs; only for attached probes that have a self-test.",
+    MetricType::kGauge};
 inline constexpr MetricSpec kProbeExcludedByConfig{
     "kpath_probe_excluded_by_config",
     "1 if the probe is not attached only because probes.<probe>.mechanisms leaves out every "
@@ -65,6 +70,7 @@ inline constexpr MetricSpec kAll[] = {kBuildInfo,
                                       kBpfStatsEnabled,
                                       kEventsLostTotal,
                                       kLastSampleTimestampSeconds,
-                                      kProbeSupported};
+                                      kProbeSupported,
+                                      kProbeSelfTestSuccess};
 
 }  // namespace kpath::health_metrics

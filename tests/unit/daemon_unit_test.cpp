@@ -46,6 +46,12 @@ class FakeCollector final : public Collector {
   }
   std::vector<ProbeState> Probes() const override { return probes; }
   std::string StatusFragment() const override { return fragment; }
+  std::optional<absl::Status> SelfTest() override {
+    ++selftests;
+    return selftest;
+  }
+  std::optional<absl::Status> selftest;  // nullopt: no canary
+  int selftests = 0;
 
   std::vector<ProbeState> probes;
   std::string fragment;
@@ -188,6 +194,49 @@ TEST_CASE("every collection is stamped with the wall-clock time it ended", "[col
   REQUIRE(stamp);
   CHECK(*stamp >= before);
   CHECK(*stamp <= after);
+}
+
+TEST_CASE("an attached probe's self-test runs once per interval and is exported",
+          "[collector-set]") {
+  auto canary = std::make_unique<FakeCollector>("canary", absl::OkStatus(), absl::OkStatus());
+  canary->probes = {{"canary", Mechanism::kTpBtf, ""}};
+  canary->selftest = absl::OkStatus();
+  FakeCollector* fake = canary.get();
+  auto plain = std::make_unique<FakeCollector>("plain", absl::OkStatus(), absl::OkStatus());
+  plain->probes = {{"plain", Mechanism::kTpBtf, ""}};  // attached, no canary
+  auto detached = std::make_unique<FakeCollector>("detached", absl::OkStatus(), absl::OkStatus());
+  detached->probes = {{"detached", Mechanism::kNone, "no BTF"}};
+  detached->selftest = absl::OkStatus();
+  FakeCollector* never = detached.get();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::move(canary));
+  collectors.push_back(std::move(plain));
+  collectors.push_back(std::move(detached));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.StartAll();
+
+  MetricFamilies out = set.CollectAll();
+  CHECK(fake->selftests == 1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == 1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "plain") == -1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "detached") == -1);
+  CHECK(never->selftests == 0);
+
+  // Not again within the interval (a minute by default): the last result stands.
+  fake->selftest = absl::NotFoundError("the canary's madvise did not arrive");
+  out = set.CollectAll();
+  CHECK(fake->selftests == 1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == 1);
+
+  set.SetSelfTestInterval(std::chrono::milliseconds(0));
+  out = set.CollectAll();
+  CHECK(fake->selftests == 2);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == 0);
+
+  // Detached: no result until it is attached and tested again.
+  fake->probes[0].mechanism = Mechanism::kNone;
+  out = set.CollectAll();
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == -1);
 }
 
 TEST_CASE("a snapshot serves the last published families to every scraper", "[snapshot]") {
