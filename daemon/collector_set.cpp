@@ -126,9 +126,46 @@ MetricFamilies CollectorSet::CollectAll() {
       }
     }
     if (s.ok()) h.consecutive_failures = 0;
+    SelfTestOne(i);
   }
   AppendHealth(out);
   return MergeFamiliesByName(std::move(out));
+}
+
+void CollectorSet::SelfTestOne(size_t i) {
+  Collector& c = *collectors_[i];
+  Health& h = health_[i];
+  std::vector<ProbeState> probes = c.Probes();
+  const bool attached =
+      h.started && std::any_of(probes.begin(), probes.end(),
+                               [](const ProbeState& p) { return p.mechanism != Mechanism::kNone; });
+  if (!attached) {
+    h.selftest_ok.reset();  // re-tested at once when it attaches again
+    h.next_selftest = {};
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now < h.next_selftest) return;
+  h.next_selftest = now + selftest_interval_;
+  std::optional<absl::Status> result;
+  try {
+    result = c.SelfTest();
+  } catch (const std::exception& e) {
+    result = absl::InternalError(fmt::format("exception: {}", e.what()));
+  }
+  if (!result) return;
+  const bool ok = result->ok();
+  const std::string error(result->message());
+  // Logged on a change only: a canary failing every minute logs once.
+  if (!ok && (h.selftest_ok != false || h.selftest_error != error)) {
+    spdlog::warn("probe {}: self-test failed, its counts may be missing events: {}", c.Name(),
+                 error);
+  } else if (ok && h.selftest_ok == false) {
+    spdlog::info("probe {}: self-test passes again", c.Name());
+  }
+  if (ok) spdlog::debug("probe {}: self-test passed", c.Name());
+  h.selftest_ok = ok;
+  h.selftest_error = ok ? "" : error;
 }
 
 MetricFamilies MergeFamiliesByName(MetricFamilies families) {
@@ -162,6 +199,8 @@ void CollectorSet::AppendHealth(MetricFamilies& out) {
   FamilyBuilder duration(health_metrics::kCollectorDurationSeconds);
   FamilyBuilder attached(health_metrics::kProbeAttached);
   FamilyBuilder excluded(health_metrics::kProbeExcludedByConfig);
+  FamilyBuilder supported(health_metrics::kProbeSupported);
+  FamilyBuilder selftest(health_metrics::kProbeSelfTestSuccess);
   FamilyBuilder run_seconds(health_metrics::kBpfProgramRunSecondsTotal);
   FamilyBuilder runs(health_metrics::kBpfProgramRunsTotal);
   // Also while the foreign-hook inventory holds a BPF_ENABLE_STATS fd (hooks.bpf_stats: always).
@@ -177,6 +216,10 @@ void CollectorSet::AppendHealth(MetricFamilies& out) {
       attached.Add({{"probe", p.probe}, {"mechanism", std::string(MechanismName(p.mechanism))}},
                    p.mechanism == Mechanism::kNone ? 0 : 1);
       excluded.Add({{"probe", p.probe}}, p.excluded_by_config ? 1 : 0);
+      supported.Add({{"probe", p.probe}}, p.supported ? 1 : 0);
+      if (health_[i].selftest_ok && p.mechanism != Mechanism::kNone) {
+        selftest.Add({{"probe", p.probe}}, *health_[i].selftest_ok ? 1 : 0);
+      }
     }
     for (const OwnBpfProgram& prog : c.Programs()) {
       absl::StatusOr<BpfProgramRunStats> st = ReadBpfProgramRunStats(prog.fd);
@@ -197,7 +240,14 @@ void CollectorSet::AppendHealth(MetricFamilies& out) {
   duration.AppendTo(out);
   if (!excluded.empty()) excluded.AppendTo(out);
   if (!attached.empty()) attached.AppendTo(out);
+  if (!supported.empty()) supported.AppendTo(out);
+  if (!selftest.empty()) selftest.AppendTo(out);
   FamilyBuilder(health_metrics::kBpfStatsEnabled).Add(stats_on ? 1 : 0).AppendTo(out);
+  // The end of this collection, on the wall clock Prometheus compares it with (time()).
+  FamilyBuilder(health_metrics::kLastSampleTimestampSeconds)
+      .Add(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+               .count())
+      .AppendTo(out);
   if (!run_seconds.empty()) {
     run_seconds.AppendTo(out);
     runs.AppendTo(out);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,12 @@ class CollectorSet {
     int failures_before_restart = 3;
   };
   void SetRetryPolicy(RetryPolicy policy) { retry_ = policy; }
+  // How often an attached probe's self-test (Collector::SelfTest) runs; the first runs with the
+  // first collection after the probe attached, and the next after a change of interval.
+  void SetSelfTestInterval(std::chrono::milliseconds interval) {
+    selftest_interval_ = interval;
+    for (Health& h : health_) h.next_selftest = {};
+  }
 
   // "1/1 probes attached; Percpu 1.8 GiB +340 KiB/s; collector meminfo failing"
   std::string StatusLine() const;
@@ -71,11 +78,16 @@ class CollectorSet {
     int start_attempts = 0;
     std::chrono::steady_clock::time_point next_start;
     std::chrono::milliseconds backoff{0};
+    std::optional<bool> selftest_ok;  // nullopt: no result (no canary, or not attached)
+    std::string selftest_error;
+    std::chrono::steady_clock::time_point next_selftest;
   };
 
   void AppendHealth(MetricFamilies& out);
   // Starts collector i (again); records the outcome and, on failure, when to try next.
   void StartOne(size_t i);
+  // Runs collector i's self-test when due (while a probe of it is attached).
+  void SelfTestOne(size_t i);
   // Collectors with BPF probes are retried; /proc samplers have nothing to attach.
   static bool Retryable(const Collector& c) { return !c.Probes().empty(); }
   static bool AllProbesExcludedByConfig(const Collector& c);
@@ -87,6 +99,7 @@ class CollectorSet {
   bool stopped_ = false;
   RetryPolicy retry_;
   OwnBpfRunCost own_cost_;  // kpath_bpf_program_run_seconds_total, exact or sampled
+  std::chrono::milliseconds selftest_interval_{std::chrono::minutes(1)};
 };
 
 // Joins families of the same name (from different collectors) into one, first HELP wins.

@@ -93,9 +93,17 @@ Daemon::~Daemon() = default;
 int Daemon::Run() {
   // civetweb's threads start from a thread without capabilities: a flaw in its HTTP or TLS code
   // would reach uid 0 with none of kpathd's privileges.
-  absl::StatusOr<std::unique_ptr<MetricsServer>> server = RunOnThreadLimitedTo(
-      WebThreadCapabilities(config_.listen_address),
-      [&] { return MetricsServer::Start(config_.listen_address, config_.web, snapshot_); });
+  stale_after_ = SnapshotStaleAfter(ToChrono(config_.sampling_interval)).count();
+  // Ready once the first snapshot is published (the probes started, capabilities dropped) and
+  // while the last one is fresh.
+  ReadinessCheck readiness = [this] {
+    return SnapshotNotReadyReason(snapshot_->PublishedAt(), std::chrono::steady_clock::now(),
+                                  std::chrono::steady_clock::duration(stale_after_.load()));
+  };
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      RunOnThreadLimitedTo(WebThreadCapabilities(config_.listen_address), [&] {
+        return MetricsServer::Start(config_.listen_address, config_.web, snapshot_, readiness);
+      });
   if (!server.ok()) {
     spdlog::critical("{}", std::string(server.status().message()));
     return server.status().code() == absl::StatusCode::kUnavailable ? 1 : 2;
@@ -273,6 +281,7 @@ void Daemon::SamplerLoop() {
     Clock::time_point now = Clock::now();
     if (reload) {
       interval = ToChrono(reload->sampling_interval);
+      stale_after_ = SnapshotStaleAfter(interval).count();
       next_sample = now + interval;
       collectors_->ForEach([&](Collector& collector) { ReloadCollector(collector, *reload); });
       collectors_->SetLabelLimits(reload->labels);

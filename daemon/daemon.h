@@ -2,6 +2,8 @@
 // SIGHUP (reload) and SIGTERM/SIGINT (detach everything, exit 0), and talks to systemd.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -40,6 +42,8 @@ class Daemon {
   Config config_;  // as running; only the main thread changes it
   SystemdNotifier notifier_;
   std::shared_ptr<Snapshot> snapshot_ = std::make_shared<Snapshot>();
+  // SnapshotStaleAfter(sampling_interval), in steady_clock ticks: /-/ready reads it.
+  std::atomic<std::chrono::steady_clock::rep> stale_after_{0};
   std::unique_ptr<KernelFeatures> kernel_;  // null when bpf.enabled is false
   std::unique_ptr<CollectorSet> collectors_;
   std::unique_ptr<MetricsServer> metrics_server_;

@@ -48,6 +48,9 @@ int CountConnection(const mg_connection*, void**) {
   return 0;
 }
 
+// The server whose health endpoints begin_request answers (one server per process, as above).
+std::atomic<const MetricsServer*> health_server{nullptr};
+
 int CloseWhenBusy(mg_connection* conn) {
   if (keep_alive_gate.open.load() <= keep_alive_gate.limit.load()) return 0;
   // The request's headers live in the connection (not const there): a Connection header,
@@ -65,6 +68,38 @@ int CloseWhenBusy(mg_connection* conn) {
     request->http_headers[request->num_headers++] = {kConnection, kClose};
   }
   return 0;  // 0: civetweb goes on and serves the request
+}
+
+// /-/healthy and /-/ready, answered before civetweb looks for a handler (prometheus-cpp's
+// Exposer registers only /metrics and keeps its CivetServer to itself). Returns the status sent,
+// or 0 for every other path.
+int AnswerHealthEndpoint(mg_connection* conn) {
+  const MetricsServer* server = health_server.load();
+  const mg_request_info* request = mg_get_request_info(conn);
+  if (server == nullptr || request->local_uri == nullptr || request->request_method == nullptr) {
+    return 0;
+  }
+  const std::string_view method = request->request_method;
+  std::optional<HealthReply> reply =
+      server->HealthReplyFor(request->local_uri, method, mg_get_header(conn, "Authorization"));
+  if (!reply) return 0;
+  const std::string length = std::to_string(reply->body.size());
+  mg_response_header_start(conn, reply->status);
+  mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);
+  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
+  mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
+  if (reply->challenge) {
+    mg_response_header_add(conn, "WWW-Authenticate", "Basic realm=\"kpathd\"", -1);
+  }
+  if (reply->status == 405) mg_response_header_add(conn, "Allow", "GET, HEAD", -1);
+  mg_response_header_send(conn);
+  if (method != "HEAD") mg_write(conn, reply->body.data(), reply->body.size());
+  return reply->status;
+}
+
+int BeginRequest(mg_connection* conn) {
+  CloseWhenBusy(conn);
+  return AnswerHealthEndpoint(conn);
 }
 
 // Called on the worker thread as civetweb closes each connection, with the request's deep calls
@@ -173,17 +208,18 @@ MetricsServer::MetricsServer(std::string listen_address, WebSecurity security)
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen_address, const WebServerConfig& web,
-    const std::weak_ptr<prometheus::Collectable>& collectable) {
+    const std::weak_ptr<prometheus::Collectable>& collectable, ReadinessCheck readiness) {
   absl::StatusOr<WebSecurity> security = LoadWebSecurity(web);
   if (!security.ok()) return security.status();
   if (security->tls) {
     if (absl::Status s = TlsServerContext::CheckCivetwebCanServeTls(); !s.ok()) return s;
   }
   std::unique_ptr<MetricsServer> server(new MetricsServer(listen_address, *std::move(security)));
+  server->readiness_ = std::move(readiness);
   CivetCallbacks callbacks;
   callbacks.log_message = LogCivetwebMessage;
   callbacks.init_connection = CountConnection;
-  callbacks.begin_request = CloseWhenBusy;
+  callbacks.begin_request = BeginRequest;
   callbacks.connection_close = ReleaseWorkerStack;
   keep_alive_gate.limit.store(web.max_connections / 2);
   if (server->tls_on_) {
@@ -200,6 +236,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
                                                "host?)"));
   }
   server->exposer_->RegisterCollectable(collectable, "/metrics");
+  health_server.store(server.get());
   if (server->Users()) server->RequireAuthentication();
   if (server->Users() && !server->tls_on_) {
     spdlog::warn("basic auth without TLS: passwords cross the network in clear text");
@@ -209,6 +246,22 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
 
 MetricsServer::~MetricsServer() {
   if (exposer_) StopExposer(std::move(exposer_), listen_address_);
+  const MetricsServer* self = this;
+  health_server.compare_exchange_strong(self, nullptr);
+}
+
+std::optional<HealthReply> MetricsServer::HealthReplyFor(std::string_view path,
+                                                         std::string_view method,
+                                                         const char* authorization) const {
+  if (path != "/-/healthy" && path != "/-/ready") return std::nullopt;
+  // The same users as /metrics: the exporter-toolkit protects every path, health ones included.
+  bool authorized = true;
+  if (std::shared_ptr<BasicAuthUsers> users = Users()) {
+    std::optional<BasicCredentials> credentials =
+        authorization ? ParseBasicAuthorization(authorization) : std::nullopt;
+    authorized = credentials && users->Check(credentials->user, credentials->password);
+  }
+  return HealthEndpointReply(path, method, authorized, readiness_);
 }
 
 std::shared_ptr<BasicAuthUsers> MetricsServer::Users() const {

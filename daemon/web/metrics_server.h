@@ -6,12 +6,15 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/web/basic_auth.h"
+#include "daemon/web/health_endpoints.h"
 #include "daemon/web/web_config.h"
 #include "daemon/web/web_server_config.h"
 #include "daemon/web/web_tls.h"
@@ -39,12 +42,13 @@ std::vector<std::string> CivetwebOptions(const std::string& listen_address,
 
 class MetricsServer {
  public:
-  // Binds `listen_address` and serves `collectable` at /metrics. Errors: InvalidArgument for the
-  // web configuration, FailedPrecondition when TLS cannot be served here, Unavailable when the
-  // address cannot be bound.
+  // Binds `listen_address` and serves `collectable` at /metrics, and /-/healthy and /-/ready
+  // (health_endpoints.h; `readiness` null: always ready) behind the same TLS and basic auth.
+  // Errors: InvalidArgument for the web configuration, FailedPrecondition when TLS cannot be
+  // served here, Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& listen_address, const WebServerConfig& web,
-      const std::weak_ptr<prometheus::Collectable>& collectable);
+      const std::weak_ptr<prometheus::Collectable>& collectable, ReadinessCheck readiness = {});
   // Stops at once, even with civetweb's master thread asleep in poll().
   ~MetricsServer();
 
@@ -58,6 +62,11 @@ class MetricsServer {
   std::string Url() const;
   std::string SecuritySummary() const;
 
+  // The reply to a request for `path` if it is a health endpoint, else nullopt (civetweb's
+  // thread; `authorization`: the Authorization header, or null).
+  std::optional<HealthReply> HealthReplyFor(std::string_view path, std::string_view method,
+                                            const char* authorization) const;
+
  private:
   MetricsServer(std::string listen_address, WebSecurity security);
   std::shared_ptr<BasicAuthUsers> Users() const;
@@ -68,6 +77,7 @@ class MetricsServer {
 
   const std::string listen_address_;
   const bool tls_on_;
+  ReadinessCheck readiness_;
   mutable absl::Mutex mu_;
   WebSecurity security_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> auth_registered_{false};

@@ -4,6 +4,7 @@
 // collector needs no locking of its own.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,10 @@ struct ProbeState {
   // kernel supports (for example the costly syscall tracepoint of slabinfo_readers): the probe
   // is off by choice, not broken; its collector reports success and collects nothing.
   bool excluded_by_config = false;
+  // The kernel offers at least one of the probe's mechanisms (a plan's Supported() was ok when
+  // it last started), whether or not the configuration allows it and whether or not it then
+  // loaded. false: this kernel cannot serve the probe at all, nothing is broken.
+  bool supported = true;
 };
 
 // A loaded BPF program of kpathd's own, for kpath_bpf_program_run_*{probe,program}.
@@ -54,6 +59,12 @@ class Collector {
   // BPF probes report what they attached (empty for /proc samplers).
   virtual std::vector<ProbeState> Probes() const { return {}; }
   virtual std::vector<OwnBpfProgram> Programs() const { return {}; }
+
+  // The probe's canary: kpathd causes one event of the kind the probe watches and checks that
+  // its programs counted it (kept out of the probe's own metrics). Ok: seen; an error says what
+  // was not seen or could not be caused. nullopt: this collector has no canary. Called by the
+  // sampler, about once a minute, only while a probe is attached.
+  virtual std::optional<absl::Status> SelfTest() { return std::nullopt; }
 
   // New label limits from a configuration reload; collectors with folded labels apply them.
   virtual void SetLabelLimits(const LabelLimits&) {}

@@ -13,8 +13,22 @@ inline constexpr MetricSpec kCollectorSuccess{
 inline constexpr MetricSpec kCollectorDurationSeconds{
     "kpath_collector_duration_seconds", "How long the collector's last collection took.",
     MetricType::kGauge};
+inline constexpr MetricSpec kLastSampleTimestampSeconds{
+    "kpath_last_sample_timestamp_seconds",
+    "When the snapshot served was collected, in seconds since the Unix epoch (the host's clock).",
+    MetricType::kGauge};
 inline constexpr MetricSpec kProbeAttached{
     "kpath_probe_attached", "1 if the probe is attached; mechanism is how (none: not attached).",
+    MetricType::kGauge};
+inline constexpr MetricSpec kProbeSupported{
+    "kpath_probe_supported",
+    "1 if this kernel offers at least one of the probe's mechanisms (asked when the probe last "
+    "started); 0: the kernel cannot serve it, so it is not attached and nothing is broken.",
+    MetricType::kGauge};
+inline constexpr MetricSpec kProbeSelfTestSuccess{
+    "kpath_probe_selftest_success",
+    "1 if the probe's last self-test (an event kpathd caused itself, about once a minute) reached "
+    "its programs; only for attached probes that have a self-test.",
     MetricType::kGauge};
 inline constexpr MetricSpec kProbeExcludedByConfig{
     "kpath_probe_excluded_by_config",
@@ -48,9 +62,17 @@ inline constexpr MetricSpec kEventsLostTotal{
     MetricType::kCounter};
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
-inline constexpr MetricSpec kAll[] = {
-    kBuildInfo,           kCollectorSuccess,      kCollectorDurationSeconds,
-    kProbeAttached,       kProbeExcludedByConfig, kBpfProgramRunSecondsTotal,
-    kBpfProgramRunsTotal, kBpfStatsEnabled,       kEventsLostTotal};
+inline constexpr MetricSpec kAll[] = {kBuildInfo,
+                                      kCollectorSuccess,
+                                      kCollectorDurationSeconds,
+                                      kProbeAttached,
+                                      kProbeExcludedByConfig,
+                                      kBpfProgramRunSecondsTotal,
+                                      kBpfProgramRunsTotal,
+                                      kBpfStatsEnabled,
+                                      kEventsLostTotal,
+                                      kLastSampleTimestampSeconds,
+                                      kProbeSupported,
+                                      kProbeSelfTestSuccess};
 
 }  // namespace kpath::health_metrics

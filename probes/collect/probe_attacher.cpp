@@ -36,12 +36,14 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, const std::vector<Mechan
   std::vector<std::string> skipped;
   std::vector<std::string> excluded_supported;  // supported here, left out by the configuration
   bool excluded_cheap = false;                  // ... and one of them is not `costly`
+  bool any_supported = false;                   // the kernel offers one of the plans
   for (const AttachPlan& plan : probe.Plans()) {
     if (!allowed.empty() &&
         std::find(allowed.begin(), allowed.end(), plan.mechanism) == allowed.end()) {
       // Asked anyway (a cheap check, nothing is loaded) so that a probe left off by choice is
       // told apart from one the kernel cannot serve.
       bool supported = probe.Supported(plan).ok();
+      any_supported |= supported;
       if (supported) {
         excluded_supported.push_back(PlanName(plan));
         excluded_cheap |= !plan.costly;
@@ -55,6 +57,7 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, const std::vector<Mechan
       skipped.push_back(fmt::format("{}: {}", PlanName(plan), std::string(supported.message())));
       continue;
     }
+    any_supported = true;
     absl::Status attached = probe.Attach(plan);
     if (!attached.ok()) {
       skipped.push_back(fmt::format("{}: {}", PlanName(plan), std::string(attached.message())));
@@ -72,6 +75,7 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, const std::vector<Mechan
   std::string why =
       skipped.empty() ? "no mechanism to try" : fmt::format("{}", fmt::join(skipped, "; "));
   ProbeState state{std::string(probe.ProbeName()), Mechanism::kNone, why};
+  state.supported = any_supported;
   // Off by configuration only when what was left out is what the defaults leave out for its
   // cost; a restriction to mechanisms this kernel cannot serve is a failure, reported as such.
   if (!excluded_supported.empty() && !excluded_cheap) {
@@ -80,6 +84,14 @@ ProbeState AttachFirstSupported(AttachableProbe& probe, const std::vector<Mechan
         "probe {}: off by configuration: this kernel supports {}, which probes.{}.mechanisms "
         "leaves out; add it there to turn the probe on ({})",
         probe.ProbeName(), fmt::join(excluded_supported, ", "), probe.ProbeName(), why);
+    return state;
+  }
+  if (!any_supported) {
+    // Nothing to fix in kpathd: this kernel has none of the probe's mechanisms.
+    spdlog::warn(
+        "probe {}: this kernel offers none of its mechanisms; its pathology is not "
+        "watched on this host: {}",
+        probe.ProbeName(), why);
     return state;
   }
   spdlog::warn("probe {}: not attached, its metrics are absent: {}", probe.ProbeName(), why);

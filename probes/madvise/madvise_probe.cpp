@@ -334,6 +334,7 @@ absl::Status MadviseProbe::Attach(const AttachPlan& plan) {
     Detach();  // nothing of a failed attempt stays loaded
     return s;
   }
+  attached_plan_ = plan;
   last_drain_ = clock_();
   return absl::OkStatus();
 }
@@ -363,8 +364,14 @@ absl::Status MadviseProbe::CheckHookSeesCalls(const AttachPlan& plan) {
       MechanismName(plan.mechanism), plan.target));
 }
 
+std::optional<absl::Status> MadviseProbe::SelfTest() {
+  if (!attached_plan_ || events_fd_ < 0) return absl::FailedPreconditionError("not attached");
+  return CheckHookSeesCalls(*attached_plan_);
+}
+
 void MadviseProbe::Detach() {
   BpfProbe::Detach();
+  attached_plan_.reset();
   counts_.reset();
   tp_skel_.reset();
   fentry_skel_.reset();

@@ -69,6 +69,8 @@ class MadviseProbe final : public BpfProbe {
   ~MadviseProbe() override;
 
   absl::Status Collect(MetricFamilies& out) override;
+  // The attach-time check call (CheckHookSeesCalls), repeated: the hook still sees madvise.
+  std::optional<absl::Status> SelfTest() override;
   void SetLabelLimits(const LabelLimits& limits) override;
   std::string StatusFragment() const override;
   void SetStormThreshold(double calls_per_second) { storm_threshold_ = calls_per_second; }
@@ -106,6 +108,7 @@ class MadviseProbe final : public BpfProbe {
   absl::Status InsertReservedKeys();
 
   MadviseProbeOptions options_;
+  std::optional<AttachPlan> attached_plan_;  // for the self-test's words
   Clock clock_;
   OwnedSkeleton<madvise_bpf> tp_skel_{nullptr, nullptr};
   OwnedSkeleton<madvise_fentry_bpf> fentry_skel_{nullptr, nullptr};

@@ -167,11 +167,12 @@ struct CurlResult {
   std::string body;
 };
 
-// curl https://127.0.0.1:port/metrics with `options`; the body lands in `dir`.
-CurlResult Curl(const TempDir& dir, int port, const std::string& options) {
+// curl https://127.0.0.1:port/path with `options`; the body lands in `dir`.
+CurlResult Curl(const TempDir& dir, int port, const std::string& options,
+                const std::string& path = "/metrics") {
   const std::string body = dir / "curl.body";
   CommandResult r = RunCommand("curl -sS --max-time 10 -o " + body + " -w '%{http_code}' " +
-                               options + " https://127.0.0.1:" + std::to_string(port) + "/metrics");
+                               options + " https://127.0.0.1:" + std::to_string(port) + path);
   CurlResult out;
   out.exit_code = r.status;
   out.http_status = std::atoi(r.output.c_str());
@@ -412,6 +413,21 @@ TEST_CASE("basic auth: no credentials 401, wrong 401, right 200, and SIGHUP chan
   REQUIRE(good);
   CHECK(good->status == 200);
   CHECK(good->body.find("kpath_build_info") != std::string::npos);
+  // /-/healthy and /-/ready take the same credentials (exporter-toolkit protects every path).
+  for (const char* path : {"/-/healthy", "/-/ready"}) {
+    INFO(path);
+    auto anonymous = HttpGet(kpathd.port(), path);
+    REQUIRE(anonymous);
+    CHECK(anonymous->status == 401);
+    CHECK(anonymous->headers.find("WWW-Authenticate: Basic realm=\"kpathd\"") != std::string::npos);
+    CHECK(anonymous->body.find("ready") == std::string::npos);
+    auto guessed = HttpGet(kpathd.port(), path, 5s, BasicAuth("prometheus", "guess"));
+    REQUIRE(guessed);
+    CHECK(guessed->status == 401);
+    auto allowed = HttpGet(kpathd.port(), path, 5s, right);
+    REQUIRE(allowed);
+    CHECK(allowed->status == 200);
+  }
 
   // 64 scrapers at once with the right password: bcrypt runs once, the rest hit the cache.
   std::atomic<int> ok{0};
@@ -471,6 +487,12 @@ TEST_CASE("TLS: a self-signed certificate, curl --cacert, min_version TLS13 refu
       20s));
   CurlResult tls13 = Curl(dir, kpathd.port(), trust + " --tlsv1.3");
   CHECK(tls13.http_status == 200);
+  // The health endpoints are served on the same TLS port only.
+  CurlResult ready = Curl(dir, kpathd.port(), trust, "/-/ready");
+  CHECK(ready.http_status == 200);
+  CHECK(ready.body == "kpathd is ready.\n");
+  CHECK(Curl(dir, kpathd.port(), trust, "/-/healthy").http_status == 200);
+  CHECK(Curl(dir, kpathd.port(), "", "/-/healthy").exit_code == 60);
   // A client that speaks TLS 1.2 at most is refused in the handshake.
   CurlResult tls12 = Curl(dir, kpathd.port(), trust + " --tlsv1.2 --tls-max 1.2");
   CHECK(tls12.exit_code != 0);

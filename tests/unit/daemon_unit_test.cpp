@@ -1,6 +1,8 @@
 // The daemon's parts that need no kernel: command line, collector isolation, status line.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <optional>
 #include <thread>
 
 #include "daemon/cli.h"
@@ -44,6 +46,12 @@ class FakeCollector final : public Collector {
   }
   std::vector<ProbeState> Probes() const override { return probes; }
   std::string StatusFragment() const override { return fragment; }
+  std::optional<absl::Status> SelfTest() override {
+    ++selftests;
+    return selftest;
+  }
+  std::optional<absl::Status> selftest;  // nullopt: no canary
+  int selftests = 0;
 
   std::vector<ProbeState> probes;
   std::string fragment;
@@ -149,6 +157,7 @@ TEST_CASE("a failing collector reports success 0 and drops only its own families
 TEST_CASE("the status line counts attached probes and joins fragments", "[collector-set]") {
   auto a = std::make_unique<FakeCollector>("a", absl::OkStatus(), absl::OkStatus());
   a->probes = {{"pa", Mechanism::kTpBtf, ""}, {"pb", Mechanism::kNone, "no BTF"}};
+  a->probes[1].supported = false;
   a->fragment = "Percpu 1.0 MiB";
   std::vector<std::unique_ptr<Collector>> collectors;
   collectors.push_back(std::move(a));
@@ -158,6 +167,76 @@ TEST_CASE("the status line counts attached probes and joins fragments", "[collec
   CHECK(set.StatusLine() == "1/2 probes attached; Percpu 1.0 MiB");
   CHECK(Sample(out, "kpath_probe_attached", "tp_btf") == 1);
   CHECK(Sample(out, "kpath_probe_attached", "none") == 0);
+  CHECK(Sample(out, "kpath_probe_supported", "pa") == 1);
+  CHECK(Sample(out, "kpath_probe_supported", "pb") == 0);
+}
+
+TEST_CASE("every collection is stamped with the wall-clock time it ended", "[collector-set]") {
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::make_unique<FakeCollector>("a", absl::OkStatus(), absl::OkStatus()));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.StartAll();
+  auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const double before = unix_now();
+  MetricFamilies out = set.CollectAll();
+  const double after = unix_now();
+  std::optional<double> stamp;
+  for (const auto& f : out) {
+    if (f.name != "kpath_last_sample_timestamp_seconds") continue;
+    REQUIRE(f.type == prometheus::MetricType::Gauge);
+    REQUIRE(f.metric.size() == 1);
+    CHECK(f.metric[0].label.empty());
+    stamp = f.metric[0].gauge.value;
+  }
+  REQUIRE(stamp);
+  CHECK(*stamp >= before);
+  CHECK(*stamp <= after);
+}
+
+TEST_CASE("an attached probe's self-test runs once per interval and is exported",
+          "[collector-set]") {
+  auto canary = std::make_unique<FakeCollector>("canary", absl::OkStatus(), absl::OkStatus());
+  canary->probes = {{"canary", Mechanism::kTpBtf, ""}};
+  canary->selftest = absl::OkStatus();
+  FakeCollector* fake = canary.get();
+  auto plain = std::make_unique<FakeCollector>("plain", absl::OkStatus(), absl::OkStatus());
+  plain->probes = {{"plain", Mechanism::kTpBtf, ""}};  // attached, no canary
+  auto detached = std::make_unique<FakeCollector>("detached", absl::OkStatus(), absl::OkStatus());
+  detached->probes = {{"detached", Mechanism::kNone, "no BTF"}};
+  detached->selftest = absl::OkStatus();
+  FakeCollector* never = detached.get();
+  std::vector<std::unique_ptr<Collector>> collectors;
+  collectors.push_back(std::move(canary));
+  collectors.push_back(std::move(plain));
+  collectors.push_back(std::move(detached));
+  CollectorSet set(std::move(collectors), BuildInfo{}, HostPaths());
+  set.StartAll();
+
+  MetricFamilies out = set.CollectAll();
+  CHECK(fake->selftests == 1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == 1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "plain") == -1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "detached") == -1);
+  CHECK(never->selftests == 0);
+
+  // Not again within the interval (a minute by default): the last result stands.
+  fake->selftest = absl::NotFoundError("the canary's madvise did not arrive");
+  out = set.CollectAll();
+  CHECK(fake->selftests == 1);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == 1);
+
+  set.SetSelfTestInterval(std::chrono::milliseconds(0));
+  out = set.CollectAll();
+  CHECK(fake->selftests == 2);
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == 0);
+
+  // Detached: no result until it is attached and tested again.
+  fake->probes[0].mechanism = Mechanism::kNone;
+  out = set.CollectAll();
+  CHECK(Sample(out, "kpath_probe_selftest_success", "canary") == -1);
 }
 
 TEST_CASE("a snapshot serves the last published families to every scraper", "[snapshot]") {
@@ -170,6 +249,27 @@ TEST_CASE("a snapshot serves the last published families to every scraper", "[sn
   CHECK(snapshot.Collect().size() == 1);
   snapshot.Publish({});
   CHECK(snapshot.Collect().empty());
+}
+
+TEST_CASE("ready once a snapshot is published, until it is older than three intervals or 15 s",
+          "[snapshot]") {
+  using std::chrono::seconds;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(SnapshotStaleAfter(seconds(5)) == seconds(15));
+  CHECK(SnapshotStaleAfter(seconds(1)) == seconds(15));
+  CHECK(SnapshotStaleAfter(seconds(60)) == seconds(180));
+  CHECK(SnapshotNotReadyReason(std::nullopt, t0, seconds(15)) ==
+        "starting: the probes are being attached, no snapshot served yet");
+  CHECK(SnapshotNotReadyReason(t0, t0 + seconds(15), seconds(15)).empty());
+  CHECK(SnapshotNotReadyReason(t0, t0 + seconds(42), seconds(15)) ==
+        "the snapshot served is 42s old (stale after 15s): collection is stuck");
+
+  Snapshot snapshot;
+  CHECK_FALSE(snapshot.PublishedAt());
+  snapshot.Publish({});
+  REQUIRE(snapshot.PublishedAt());
+  CHECK(*snapshot.PublishedAt() >= t0);
+  CHECK(*snapshot.PublishedAt() <= std::chrono::steady_clock::now());
 }
 
 TEST_CASE("a probe collector that fails to start is retried with backoff until it attaches",

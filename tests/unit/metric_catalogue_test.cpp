@@ -103,6 +103,8 @@ const std::map<std::string, std::string> kNotInGolden = {
     // BPF is off: no probe attaches, so none reports.
     {"kpath_probe_attached", "bpf off"},
     {"kpath_probe_excluded_by_config", "bpf off"},
+    {"kpath_probe_supported", "bpf off"},
+    {"kpath_probe_selftest_success", "bpf off"},
     {"kpath_bpf_program_run_seconds_total", "bpf off"},
     {"kpath_bpf_program_runs_total", "bpf off"},
     {"kpath_events_lost_total", "bpf off"},

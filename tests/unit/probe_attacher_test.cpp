@@ -145,6 +145,36 @@ TEST_CASE("when nothing attaches the state is none with every reason", "[attach]
   CHECK_THAT(state.detail, Catch::Contains("kprobe some_function: no kprobes"));
 }
 
+TEST_CASE("supported: the kernel offers one of the probe's mechanisms, attached or not",
+          "[attach]") {
+  FakeKernelFeatures kernel = Kernel();
+  kernel.btf = false;  // no BTF, no tracefs, no kprobes: a 4.19-like kernel for this probe
+  FakeProbe probe(kernel);
+  probe.plans = {{Mechanism::kTpBtf, "cat:event"},
+                 {Mechanism::kTracepoint, "cat:event"},
+                 {Mechanism::kKprobe, "some_function"}};
+  ProbeState state;
+  // Nothing attached and nothing to attach with: not supported, and still a failed Start (the
+  // collector has nothing to read).
+  CHECK_FALSE(StartProbe(probe, {}, state).ok());
+  CHECK(state.mechanism == Mechanism::kNone);
+  CHECK_FALSE(state.supported);
+  CHECK(probe.attempted.empty());
+  // Allowed or not by the configuration, what the kernel lacks stays unsupported.
+  CHECK_FALSE(AttachFirstSupported(probe, {Mechanism::kKprobe}).supported);
+
+  // Supported but failing to load: supported, so ProbeDetached is right to fire.
+  kernel.kprobes = true;
+  probe.attach_fails = {Mechanism::kKprobe};
+  state = AttachFirstSupported(probe, {});
+  CHECK(state.mechanism == Mechanism::kNone);
+  CHECK(state.supported);
+  // Supported but left out by the configuration: supported too.
+  probe.attach_fails.clear();
+  CHECK(AttachFirstSupported(probe, {Mechanism::kTpBtf}).supported);
+  CHECK(AttachFirstSupported(probe, {}).supported);
+}
+
 TEST_CASE("a restriction to mechanisms the probe lacks attaches nothing", "[attach]") {
   FakeKernelFeatures kernel = Kernel();
   FakeProbe probe(kernel);

@@ -1,0 +1,54 @@
+// Probe self-tests on the real kernel: the canary kpathd causes itself reaches the probe's
+// programs at start and, a minute later, from the sampler with the steady-state capabilities.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "support/kpathd_process.h"
+
+using namespace std::chrono_literals;
+using namespace kpath::testing;
+
+namespace {
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("self-test: the madvise canary is seen at start and after the capability drop",
+          "[madvise][selftest]") {
+  REQUIRE(IsRoot());
+  // The tracepoint allowed too: where fentry and kprobes do not load, it is madvise's only way.
+  KpathdProcess kpathd(
+      {.args = {"--log-level", "debug"},
+       .config_yaml =
+           "sampling_interval: 1s\nprobes:\n  madvise:\n    mechanisms: [fentry, kprobe, "
+           "tracepoint]\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  REQUIRE(MetricValue(*body, "kpath_probe_attached", {{"probe", "madvise"}}) == 1);
+  // The first canary runs with the first collection, before the capabilities are dropped.
+  CHECK(MetricValue(*body, "kpath_probe_selftest_success", {{"probe", "madvise"}}) == 1);
+  // Probes without a canary export none.
+  CHECK_FALSE(MetricValue(*body, "kpath_probe_selftest_success", {{"probe", "cgroup_churn"}}));
+  REQUIRE(kpathd.WaitForOutput("capabilities after start"));
+
+  // The next one a minute later, on the sampler's thread, with what kpathd keeps.
+  const auto deadline = std::chrono::steady_clock::now() + 80s;
+  while (Count(kpathd.Output(), "probe madvise: self-test passed") < 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(500ms);
+  }
+  CHECK(Count(kpathd.Output(), "probe madvise: self-test passed") >= 2);
+  CHECK(kpathd.Output().find("self-test failed") == std::string::npos);
+  body = kpathd.Scrape();
+  REQUIRE(body);
+  CHECK(MetricValue(*body, "kpath_probe_selftest_success", {{"probe", "madvise"}}) == 1);
+}
