@@ -134,8 +134,16 @@ TEST_CASE(
          std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
       body = kpathd.Scrape().value_or("");
       hooks = HooksOwnedBy(body, "hook_agent");
-      if (hooks.size() >= 4 &&
-          Sum(body, "kpath_foreign_bpf_runs_total", {{"owner", "hook_agent"}}) > 0) {
+      // Every hook listed, and each program checked below has run (the agent's uprobe target
+      // runs when the agent's loop gets the CPU: later than its tracepoints on a busy host).
+      auto ran = [&](const char* program) {
+        return Sum(body, "kpath_foreign_bpf_runs_total",
+                   {{"owner", "hook_agent"}, {"program", program}}) > 0;
+      };
+      if (hooks.size() >= 4 && ran("agent_tp_switch") && ran("agent_uprobe") &&
+          Sum(body, "kpath_foreign_bpf_run_seconds_total",
+              {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) >
+              0) {
         break;
       }
     }
