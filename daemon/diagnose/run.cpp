@@ -48,6 +48,10 @@ int RunDiagnose(const CliOptions& cli, Config config) {
   const Samples first(o.first);
   const double first_percpu = first.Value(procfs_metrics::kPercpuBytes).value_or(0);
   const double first_mkdirs = Total(SumBy(first, cgroups_metrics::kCgroupMkdirTotal, {}));
+  // From here on everything counts: a script (or a test) may start its workload now.
+  spdlog::info("diagnose: watching for {} with {} of {} probes attached",
+               absl::FormatDuration(cli.diagnose_duration), collectors->ProbesAttached(),
+               collectors->ProbesTotal());
 
   const auto duration =
       std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(cli.diagnose_duration));

@@ -2,7 +2,9 @@
 // shootdowns against /proc/interrupts, a storm of process names within the label budget, every
 // mechanism this kernel has, and the STATUS= line. Workloads run in forked children with known
 // names (prctl PR_SET_NAME) and leave nothing behind.
+#include <linux/perf_event.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -148,6 +150,92 @@ std::optional<double> ProcTlbShootdowns() {
   return std::nullopt;
 }
 
+// The kernel's own count of tlb:tlb_flush events of one reason on every CPU, from the time of
+// construction: a counting perf event per CPU with a tracepoint filter. Empty where the
+// tracepoint or perf events are missing.
+class TlbFlushCounter {
+ public:
+  explicit TlbFlushCounter(int reason) {
+    std::optional<uint64_t> id;
+    for (const char* tracefs : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+      std::ifstream in(std::string(tracefs) + "/events/tlb/tlb_flush/id");
+      uint64_t v = 0;
+      if (in >> v) id = v;
+      if (id) break;
+    }
+    if (!id) return;
+    const std::string filter = "reason == " + std::to_string(reason);
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpu < sysconf(_SC_NPROCESSORS_CONF); ++cpu) {
+      perf_event_attr attr{};
+      attr.size = sizeof(attr);
+      attr.type = PERF_TYPE_TRACEPOINT;
+      attr.config = *id;
+      int fd =
+          static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+      if (fd < 0) continue;  // an offline CPU
+      if (ioctl(fd, PERF_EVENT_IOC_SET_FILTER, filter.c_str()) != 0) {
+        close(fd);
+        Close();
+        return;
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~TlbFlushCounter() { Close(); }
+  TlbFlushCounter(const TlbFlushCounter&) = delete;
+  TlbFlushCounter& operator=(const TlbFlushCounter&) = delete;
+  bool ok() const { return !fds_.empty(); }
+  double Read() const {
+    double total = 0;
+    for (int fd : fds_) {
+      uint64_t count = 0;
+      if (read(fd, &count, sizeof(count)) == sizeof(count)) total += static_cast<double>(count);
+    }
+    return total;
+  }
+
+ private:
+  void Close() {
+    for (int fd : fds_) close(fd);
+    fds_.clear();
+  }
+  std::vector<int> fds_;
+};
+
+// enum tlb_flush_reason: TLB_REMOTE_SHOOTDOWN.
+constexpr int kTlbRemoteShootdown = 1;
+
+// A scrape of kpathd, bracketed by readings of the test's own taken before the scrape (`low`)
+// and after it (`high`): the TLB row of /proc/interrupts and, when counted, the kernel's count
+// of remote_shootdown flushes. Both only grow, so a kpathd that reads them right shows values
+// between the two however late its sample comes on a busy host. (A remote_shootdown flush is
+// counted in the TLB row first: when the row did not move between kpathd's sample and `low`,
+// neither did that count.)
+struct TlbScrape {
+  std::string body;
+  double shootdowns = 0;  // kpath_tlb_shootdowns_total
+  double low = 0, high = 0;
+  double remote_low = 0, remote_high = 0;
+};
+std::optional<TlbScrape> ScrapeTlbBracketed(KpathdProcess& kpathd, const TlbFlushCounter& remote) {
+  TlbScrape s;
+  s.low = *ProcTlbShootdowns();
+  s.remote_low = remote.Read();
+  s.body = ScrapeUntil(
+      kpathd,
+      [&](const std::string& body) { return Sum(body, "kpath_tlb_shootdowns_total") >= s.low; },
+      30s);
+  s.remote_high = remote.Read();
+  s.high = *ProcTlbShootdowns();
+  s.shootdowns = Sum(s.body, "kpath_tlb_shootdowns_total");
+  INFO("kpath_tlb_shootdowns_total " << s.shootdowns << ", /proc/interrupts " << s.low
+                                     << " before the scrape and " << s.high << " after it");
+  CHECK(s.shootdowns >= s.low);
+  CHECK(s.shootdowns <= s.high);
+  if (s.shootdowns < s.low || s.shootdowns > s.high) return std::nullopt;
+  return s;
+}
+
 // Every mechanism of the madvise probe, its syscall tracepoint included (left out by default:
 // it taxes every system call of the host), so that these tests run on kernels without fentry and
 // kprobes too.
@@ -199,52 +287,67 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
   KpathdProcess kpathd({.config_yaml = Config()});
   REQUIRE(kpathd.WaitUntilServing());
   INFO(kpathd.Output());
-  // A sample taken after the daemon came up, then /proc/interrupts right away.
-  std::this_thread::sleep_for(250ms);
-  auto before = kpathd.Scrape();
-  double proc0 = *ProcTlbShootdowns();
+  // Everything is compared over kpathd's own window, between two of its samples: the TLB row it
+  // read then (each bracketed by readings of the test's) and its BPF counters of the same
+  // samples. Other processes' shootdowns on a busy host fall into both sides alike.
+  TlbFlushCounter kernel_remote(kTlbRemoteShootdown);
+  std::optional<TlbScrape> before = ScrapeTlbBracketed(kpathd, kernel_remote);
   REQUIRE(before);
 
-  // Storms of 100000 calls until the sibling took 1000 shootdown IPIs (one storm, on an idle
-  // host; a few when the other vCPU is busy, as in a full CI run: 731 seen there once).
+  // Storms until the sibling took 1000 shootdown IPIs, however long that takes: one storm on an
+  // idle host; on a busy one the sibling is often not running when a call flushes (its CPU then
+  // runs another mm and needs no IPI), and a paravirtual TLB flush skips preempted vCPUs.
   const std::string comm = UniqueComm("kpt-tlb-");
-  constexpr int kCallsPerStorm = 100000;
+  constexpr int kCallsPerStorm = 20000;
+  constexpr double kWantShootdowns = 1000;
   int storms = 0;
-  double proc1 = proc0;
-  while (storms < 5 && proc1 - proc0 < 1000) {
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (*ProcTlbShootdowns() - before->high < kWantShootdowns &&
+         std::chrono::steady_clock::now() < deadline) {
     REQUIRE(InChild([&] {
       MadviseStorm({.comm = comm, .calls = kCallsPerStorm, .touch = true, .sibling_cpus = cpus});
     }));
     ++storms;
-    proc1 = *ProcTlbShootdowns();
   }
-  std::this_thread::sleep_for(300ms);  // past the next samples
-  proc1 = *ProcTlbShootdowns();
-  auto after = kpathd.Scrape();
+  INFO(storms << " storms of " << kCallsPerStorm << " calls");
+  std::optional<TlbScrape> after = ScrapeTlbBracketed(kpathd, kernel_remote);
   REQUIRE(after);
 
-  double proc_delta = proc1 - proc0;
-  INFO(storms << " storms of " << kCallsPerStorm << " calls");
-  double kpath_delta =
-      Sum(*after, "kpath_tlb_shootdowns_total") - Sum(*before, "kpath_tlb_shootdowns_total");
-  INFO("/proc/interrupts TLB delta " << proc_delta << ", kpath_tlb_shootdowns_total delta "
-                                     << kpath_delta);
-  // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent. Under a
-  // hypervisor with paravirtual TLB flush, a preempted vCPU is flushed on entry without an IPI,
-  // so only some calls interrupt the sibling; still thousands.
-  CHECK(proc_delta >= 1000);
-  CHECK(std::abs(kpath_delta - proc_delta) <= 0.1 * proc_delta);
-  if (Sum(*after, "kpath_probe_attached", {{"probe", "tlb_flush"}}) == 1) {
-    // The receiving side of the same IPIs, seen by the tlb:tlb_flush tracepoint.
-    double remote = Sum(*after, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}}) -
-                    Sum(*before, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}});
+  // The kernel's count over kpathd's window, as kpathd read it (true to /proc/interrupts: both
+  // readings lay within their brackets).
+  double proc_delta = after->shootdowns - before->shootdowns;
+  INFO("/proc/interrupts TLB row read by kpathd: "
+       << before->shootdowns << " then " << after->shootdowns << " (delta " << proc_delta << ")");
+  // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent.
+  REQUIRE(proc_delta >= kWantShootdowns);
+  if (Sum(after->body, "kpath_probe_attached", {{"probe", "tlb_flush"}}) == 1) {
+    // The receiving side of the same IPIs, seen by the tlb:tlb_flush tracepoint: exactly what
+    // the kernel counted for that tracepoint over the same time (the brackets).
+    double remote = Sum(after->body, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}}) -
+                    Sum(before->body, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}});
     INFO("kpath_tlb_flushes_total{reason=remote_shootdown} delta " << remote);
-    CHECK(std::abs(remote - proc_delta) <= 0.1 * proc_delta);
+    if (kernel_remote.ok()) {
+      INFO("the kernel's remote_shootdown count: " << before->remote_low << " to "
+                                                   << before->remote_high << " around the first "
+                                                   << "scrape, " << after->remote_low << " to "
+                                                   << after->remote_high << " around the second");
+      CHECK(remote >= after->remote_low - before->remote_high);
+      CHECK(remote <= after->remote_high - before->remote_low);
+    } else {
+      WARN("no perf event on tlb:tlb_flush: remote_shootdown checked against the TLB row only");
+    }
+    // Each of them is an IPI the TLB row counted (the row first): no more than the row grew
+    // from the first bracket's start to the second's end (and a few in flight as a reading
+    // began). Not the reverse: an IPI that finds its CPU switched to another mm or lazy is
+    // counted but traced as remote_wrong_cpu (6.15+) or not at all, and a busy host has many
+    // (a tenth of the row at load 15).
+    CHECK(remote <= after->high - before->low + 5);
+    CHECK(remote > 0);
     // The sending side: a request per flush that had another CPU to reach. Debian 11's 5.10
     // answered each traced request with two shootdowns (/proc/interrupts and the receivers'
     // tracepoint agree on 174,443 against 87,231 requests); 6.x kernels with one or fewer.
-    double sent = Sum(*after, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}}) -
-                  Sum(*before, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}});
+    double sent = Sum(after->body, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}}) -
+                  Sum(before->body, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}});
     INFO("kpath_tlb_flushes_total{reason=remote_send_ipi} delta " << sent);
     CHECK(sent * 2 >= proc_delta);
   } else {

@@ -71,9 +71,12 @@ TEST_CASE("a probe whose tracepoint appears after start is retried and attaches"
     out << in.rdbuf();
   }
 
-  // The first retry comes 5 s after start, then 10 s later: attached within about 20 s.
+  // The first retry comes 5 s after start, then 10 s later, then 20 s, 40 s...: attached at the
+  // first retry after the file appeared, within 20 s of start on an idle host. The deadline is
+  // for a busy one, where kpathd may serve only after a retry or two have passed.
   bool attached = false;
-  for (int i = 0; i < 100 && !attached; ++i) {
+  for (auto deadline = std::chrono::steady_clock::now() + 180s;
+       !attached && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(250ms);
     body = kpathd.Scrape();
     attached = body && MetricValue(*body, "kpath_probe_attached",
@@ -85,7 +88,8 @@ TEST_CASE("a probe whose tracepoint appears after start is retried and attaches"
   // And it counts: TLB flushes happen all the time on a running host (a context switch between
   // address spaces is one); give it a few samples.
   double flushes = 0;
-  for (int i = 0; i < 40 && flushes == 0; ++i) {
+  for (auto deadline = std::chrono::steady_clock::now() + 60s;
+       flushes == 0 && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(250ms);
     if (auto b = kpathd.Scrape()) {
       body = b;

@@ -79,7 +79,8 @@ class KpathdProcess {
   const std::filesystem::path& config_path() const { return config_path_; }
 
   // Polls /metrics until it serves the first snapshot (true), or the process dies / timeout.
-  bool WaitUntilServing(std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  // The deadline is generous: on a busy host loading every BPF program can take long.
+  bool WaitUntilServing(std::chrono::milliseconds timeout = std::chrono::seconds(60));
   std::optional<std::string> Scrape();
   void Signal(int sig);
   // Waits for exit; returns the exit status (WEXITSTATUS, or 128+signal), nullopt on timeout.
