@@ -50,6 +50,7 @@ IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelSymbolizer& symbol
   if (region.comm.empty()) region.comm = "unknown";
   region.task_switched = (event.flags & IRQOFF_EVENT_TASK_SWITCHED) != 0;
   region.user_mode = (event.flags & IRQOFF_EVENT_USER_MODE) != 0;
+  region.unwitnessed = (event.flags & IRQOFF_EVENT_UNWITNESSED) != 0;
 
   std::vector<uint64_t> addresses;
   // preemptirq: the code that disabled IRQs comes first; it is the culprit by construction.
@@ -78,6 +79,7 @@ std::string DescribeRegion(const IrqOffRegion& region) {
   std::string where = region.user_mode       ? "; the late interrupt landed in user code"
                       : region.task_switched ? "; the late interrupt landed in the next thread"
                                              : "";
+  if (region.unwitnessed) where += "; no other CPU saw it";
   std::string stack =
       region.frames.empty()
           ? ""
