@@ -408,9 +408,11 @@ TEST_CASE("a spinlock held with IRQs off by a kernel module is charged to its fu
 // A vCPU that the hypervisor stalls, or keeps in a long exit, holds its timer back as IRQs off
 // do; on a busy VM that made false regions (6 and 12 in 8 s at a load of 6-7 on the development
 // VM, before the witness). The witness (irqoff.h) sees such a CPU preemptible and the detector
-// ignores its late tick, so the host stays quiet however busy it is. What the witness cannot
-// judge is allowed and said: a region no other CPU saw (every CPU stalled together), or any
-// region where the kernel offers no witness (no BTF, one CPU).
+// ignores its late tick. What the witness cannot judge is allowed and said: a region no other CPU
+// saw (every CPU stalled together), or any region where the kernel offers no witness (no BTF, one
+// CPU). Not judged either, and so still able to fail this check on a busy VM: a stall that
+// freezes a vCPU in non-preemptible kernel code (3 in 10 minutes at a load of 7-10 in
+// bench/irqoff_vm_false_regions.py's second run, about one 8 s check in 25).
 TEST_CASE("an idle host stays quiet at the default threshold", "[irqoff]") {
   REQUIRE(IsRoot());
   KpathdProcess kpathd({.args = {"--log-level", "debug"}, .config_yaml = Config()});
