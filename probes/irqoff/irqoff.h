@@ -60,7 +60,7 @@ struct irqoff_totals {
   __u64 late_host_preempted; /* KVM's flag that the host had preempted the vCPU */
   __u64 late_preemptible;    /* the CPU preemptible (IRQs on) less than the threshold before */
   __u64 unwitnessed;         /* regions no witness saw (all CPUs late, or none can read) */
-  __u64 events_lost; /* regions whose event found the buffer full: counted, no labels */
+  __u64 events_lost;         /* regions whose event found the buffer full: counted, no labels */
 };
 
 /* Context switches kept per CPU to tell which thread ran when IRQs went off: enough for the
