@@ -356,8 +356,10 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
 
   struct irqoff_event* e = bpf_map_lookup_elem(&irqoff_scratch, &zero);
   if (!e) return 0;
-  e->flags = witnessed > 0 ? 0 : IRQOFF_EVENT_UNWITNESSED;
-  if (witnessed == 0) t->unwitnessed += 1;
+  /* Unwitnessed only where there are witnesses (per-CPU data found, and another CPU). */
+  const bool can_witness = cpu_count > 1 && percpu_runqueues >= 0 && w->percpu_base != 0;
+  e->flags = witnessed > 0 || !can_witness ? 0 : IRQOFF_EVENT_UNWITNESSED;
+  if (witnessed == 0 && can_witness) t->unwitnessed += 1;
   /* Half a period after the missed expiry IRQs were still off (the region spans at least
    * threshold - period/2 >= 1.5 periods), and a tick delivered a little late by the hypervisor
    * does not move the blame to the thread that ran just before. */

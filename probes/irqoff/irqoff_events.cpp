@@ -79,7 +79,6 @@ std::string DescribeRegion(const IrqOffRegion& region) {
   std::string where = region.user_mode       ? "; the late interrupt landed in user code"
                       : region.task_switched ? "; the late interrupt landed in the next thread"
                                              : "";
-  if (region.unwitnessed) where += "; no other CPU saw it";
   std::string stack =
       region.frames.empty()
           ? ""
@@ -88,8 +87,10 @@ std::string DescribeRegion(const IrqOffRegion& region) {
                                   region.frames.begin() +
                                       static_cast<long>(std::min<size_t>(region.frames.size(), 8)),
                                   " <- "));
-  return fmt::format("{:.1f} ms on CPU {} in {} (pid {}), culprit {}{}{}", region.seconds * 1e3,
-                     region.cpu, region.comm, region.pid, region.culprit, where, stack);
+  // Last, so that the stack still follows where the tick landed.
+  std::string witness = region.unwitnessed ? "; no other CPU saw it" : "";
+  return fmt::format("{:.1f} ms on CPU {} in {} (pid {}), culprit {}{}{}{}", region.seconds * 1e3,
+                     region.cpu, region.comm, region.pid, region.culprit, where, stack, witness);
 }
 
 absl::Status IrqOffProbe::OpenEventBuffer() {
