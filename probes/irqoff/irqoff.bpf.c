@@ -32,6 +32,21 @@ const volatile __u32 tp_caller_size = 0;
 const volatile __u32 tp_parent_offset = 0;
 const volatile __u32 tp_parent_size = 0;
 
+/* Witnesses (irqoff_cpu_watch in irqoff.h). Per-CPU data of another CPU is found from its
+ * per-CPU area, which each CPU learns from its own run queue: current->se.cfs_rq->rq is this
+ * CPU's `runqueues` (CONFIG_FAIR_GROUP_SCHED), at percpu_runqueues from the start of the per-CPU
+ * section. The offsets come from vmlinux BTF (its .data..percpu section), in user space, so that
+ * this object needs no CO-RE. -1: not known. */
+const volatile __u32 cpu_count = 1;             /* possible CPUs: irqoff_cpu_watch's size */
+const volatile __s64 task_cfs_rq_offset = -1;   /* task_struct.se + sched_entity.cfs_rq */
+const volatile __s64 cfs_rq_rq_offset = -1;     /* cfs_rq.rq */
+const volatile __s64 percpu_runqueues = -1;     /* runqueues in the per-CPU section */
+const volatile __s64 percpu_preempt_count = -1; /* the preempt count (x86: a per-CPU int) */
+const volatile __s64 percpu_steal_time = -1;    /* KVM's struct kvm_steal_time */
+/* Only where preempt_disable() counts (CONFIG_PREEMPT_COUNT, which CONFIG_PREEMPTION implies):
+ * else a spinlock leaves the count at 0 and a preemptible-looking CPU may hold IRQs off. */
+const volatile __u32 preempt_count_reliable = 0;
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, 1);
@@ -74,6 +89,15 @@ struct {
   __type(value, __u32);
 } irqoff_cpu_generation SEC(".maps");
 
+/* Indexed by CPU, read by the other CPUs (struct irqoff_cpu_watch). max_entries: possible
+ * CPUs, set at open. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct irqoff_cpu_watch);
+} irqoff_cpu_watch SEC(".maps");
+
 /* The event being built (too large for the BPF stack). */
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -103,19 +127,102 @@ struct {
   __uint(value_size, sizeof(__u32));
 } irqoff_events_perf SEC(".maps");
 
+/* include/linux/preempt.h: PREEMPT_MASK 0xff, (SOFTIRQ_MASK 0xff00,) HARDIRQ_MASK 0xf0000, NMI_MASK
+ * 0xf00000 (one bit, 0x100000, before v5.11: inside this mask too). */
+#define IRQOFF_PREEMPT_HARDIRQ_NMI_MASK 0x00ff00ff
+
+/* KVM's struct kvm_steal_time is the guest/host ABI (Documentation/virt/kvm/x86/msr.rst):
+ * the steal clock in ns at 0, `preempted` (bit 0: the host preempted the vCPU) at 16. */
+#define KVM_STEAL_TIME_PREEMPTED_OFFSET 16
+
 #ifdef IRQOFF_KVM_STEAL
 /* KVM's per-CPU steal-time record (irqoff_kvm_steal.bpf.c builds this file with it): the host
  * updates it before it resumes the vCPU, so at the late tick it already includes a preemption
  * that just ended. Resolving it needs the kernel to list it in kallsyms (KALLSYMS_ALL). */
 extern const struct kvm_steal_time steal_time __ksym;
 
-static __always_inline __u64 read_steal_ns(void) {
+static __always_inline __u64 read_steal_ns(const struct irqoff_cpu_watch* w) {
   const struct kvm_steal_time* kst = bpf_this_cpu_ptr(&steal_time);
   return kst->steal;
 }
 #else
-static __always_inline __u64 read_steal_ns(void) { return 0; }
+/* The same record through this CPU's per-CPU area, where kallsyms does not list it. */
+static __always_inline __u64 read_steal_ns(const struct irqoff_cpu_watch* w) {
+  __u64 steal = 0;
+  if (percpu_steal_time < 0 || w->percpu_base == 0) return 0;
+  bpf_probe_read_kernel(&steal, sizeof(steal), (void*)(w->percpu_base + percpu_steal_time));
+  return steal;
+}
 #endif
+
+/* This CPU's per-CPU area, from its run queue (see task_cfs_rq_offset). Once per CPU. */
+static __always_inline void learn_percpu_base(struct irqoff_cpu_watch* w) {
+  if (w->percpu_base != 0 || task_cfs_rq_offset < 0 || cfs_rq_rq_offset < 0 ||
+      percpu_runqueues < 0) {
+    return;
+  }
+  void* task = (void*)bpf_get_current_task();
+  void* cfs_rq = 0;
+  void* rq = 0;
+  if (!task ||
+      bpf_probe_read_kernel(&cfs_rq, sizeof(cfs_rq), (char*)task + task_cfs_rq_offset) != 0 ||
+      !cfs_rq || bpf_probe_read_kernel(&rq, sizeof(rq), (char*)cfs_rq + cfs_rq_rq_offset) != 0 ||
+      !rq) {
+    return;
+  }
+  w->percpu_base = (__u64)rq - (__u64)percpu_runqueues;
+}
+
+/* A witness tick: CPU `other`'s tick is overdue by more than a period; look at what it is doing.
+ * A CPU whose preempt count is 0 is not holding IRQs off in kernel code that counts (a lock, an
+ * interrupt, preemption off): IRQs are on there, as at an on-time tick, so a region began after
+ * that moment. A CPU whose host set KVM's preempted flag is not running at all. */
+static __always_inline void witness(__u32 other, __u64 now) {
+  __u32* generation = bpf_map_lookup_elem(&irqoff_cpu_generation, &other);
+  struct irqoff_cpu_watch* w = bpf_map_lookup_elem(&irqoff_cpu_watch, &other);
+  if (!generation || !w || *generation == 0) return;
+  __u64 last = w->last_tick_ns;
+  if (last == 0 || w->in_idle) return;
+  __u64 base = last > w->idle_exit_ns ? last : w->idle_exit_ns;
+  if (now < base + 2 * period_ns) return;
+  if (w->watched_gap != last) {
+    w->watched_gap = last;
+    w->observations = 0;
+    w->host_preempted = 0;
+    w->irqs_on_ns = 0;
+    w->longest_held_ns = 0;
+    w->holding = 0;
+  }
+  __u64 area = w->percpu_base;
+  if (area == 0) return; /* nothing to read: the late tick counts as unwitnessed */
+  w->observations += 1;
+  __u32 count = 1;
+  if (percpu_preempt_count < 0 || !preempt_count_reliable ||
+      bpf_probe_read_kernel(&count, sizeof(count), (void*)(area + percpu_preempt_count)) != 0) {
+    count = 1;
+  }
+  /* IRQs are on unless preemption, a hard IRQ or an NMI is counted: the softirq bits (serving
+   * softirqs, bottom halves off) run with IRQs on, and x86 keeps PREEMPT_NEED_RESCHED, inverted,
+   * in bit 31. */
+  if ((count & IRQOFF_PREEMPT_HARDIRQ_NMI_MASK) == 0) {
+    if (w->holding) {
+      __u64 since = w->irqs_on_ns != 0 ? w->irqs_on_ns : base;
+      if (now - since > w->longest_held_ns) w->longest_held_ns = now - since;
+    }
+    w->holding = 0;
+    w->irqs_on_ns = now;
+  } else {
+    w->holding = 1;
+  }
+  __u8 preempted = 0;
+  if (percpu_steal_time >= 0 &&
+      bpf_probe_read_kernel(&preempted, sizeof(preempted),
+                            (void*)(area + percpu_steal_time + KVM_STEAL_TIME_PREEMPTED_OFFSET)) ==
+          0 &&
+      (preempted & 1)) {
+    w->host_preempted += 1;
+  }
+}
 
 static __always_inline void count_region(struct irqoff_totals* t, __u64 length_ns) {
   static const __u64 bounds_us[IRQOFF_BUCKETS] = IRQOFF_BUCKET_BOUNDS_US;
@@ -185,20 +292,29 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
   __u32* generation = bpf_map_lookup_elem(&irqoff_cpu_generation, &cpu);
   struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
   struct irqoff_totals* t = bpf_map_lookup_elem(&irqoff_totals, &zero);
-  if (!generation || !st || !t || *generation == 0) return 0;
+  struct irqoff_cpu_watch* w = bpf_map_lookup_elem(&irqoff_cpu_watch, &cpu);
+  if (!generation || !st || !t || !w || *generation == 0) return 0;
   t->ticks += 1;
 
-  __u64 steal = read_steal_ns();
+  /* Look at the next CPUs first: this tick may end in a region of its own. */
+  for (__u32 i = 1; i <= IRQOFF_WITNESSES; i++) {
+    if (i >= cpu_count) break;
+    witness((cpu + i) % cpu_count, now);
+  }
+
+  learn_percpu_base(w);
+  __u64 steal = read_steal_ns(w);
   __u64 prev_tick = st->last_tick_ns;
   __u64 prev_steal = st->last_steal_ns;
   st->last_tick_ns = now;
   st->last_steal_ns = steal;
+  w->last_tick_ns = now;
   if (st->generation != *generation || prev_tick == 0) {
     st->generation = *generation;
     return 0;
   }
   /* The timer may not fire while the CPU idles (NO_HZ): measure from the end of idle. */
-  __u64 base = prev_tick > st->idle_exit_ns ? prev_tick : st->idle_exit_ns;
+  __u64 base = prev_tick > w->idle_exit_ns ? prev_tick : w->idle_exit_ns;
   __u64 due = base + period_ns;
   /* A region ended at this tick; it began between the missed expiry and one period before it,
    * so its length is late + period/2 +- period/2. On time (nearly every tick): done. */
@@ -206,22 +322,44 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
   __u64 late = now - due;
 
   /* The tick interrupted the idle loop: IRQs are off around the halt by design. */
-  if (st->in_idle || (__u32)bpf_get_current_pid_tgid() == 0) {
+  if (w->in_idle || (__u32)bpf_get_current_pid_tgid() == 0) {
     t->late_idle += 1;
     return 0;
   }
   /* The vCPU was not running (preempted by the hypervisor) for `stolen` of the gap. */
-  __u64 stolen = steal > prev_steal ? steal - prev_steal : 0;
+  __u64 stolen = steal > prev_steal && prev_steal != 0 ? steal - prev_steal : 0;
   if (stolen > late) stolen = late;
   __u64 length = late - stolen + period_ns / 2;
   if (length < threshold_ns) {
     t->late_steal += 1;
     return 0;
   }
+  /* What the witnesses saw while this tick was overdue (see witness()). */
+  __u32 witnessed = w->watched_gap == prev_tick ? w->observations : 0;
+  if (witnessed > 0 && w->host_preempted > 0) {
+    t->late_host_preempted += 1;
+    return 0;
+  }
+  /* Seen preemptible, so with IRQs on, meanwhile: a region lies between two such moments (or
+   * the last tick and the first), and the rest of the lateness is the hypervisor's (a stall, a
+   * long exit, or a pending interrupt delivered only at its next exit, after IRQs came on). */
+  if (witnessed > 0 && w->irqs_on_ns > base) {
+    __u64 held = w->longest_held_ns;
+    if (w->holding && now - w->irqs_on_ns > held) held = now - w->irqs_on_ns;
+    held = held > period_ns / 2 ? held - period_ns / 2 : 0;
+    if (held < threshold_ns) {
+      t->late_preemptible += 1;
+      return 0;
+    }
+    if (held < length) length = held;
+  }
 
   struct irqoff_event* e = bpf_map_lookup_elem(&irqoff_scratch, &zero);
   if (!e) return 0;
-  e->flags = 0;
+  /* Unwitnessed only where there are witnesses (per-CPU data found, and another CPU). */
+  const bool can_witness = cpu_count > 1 && percpu_runqueues >= 0 && w->percpu_base != 0;
+  e->flags = witnessed > 0 || !can_witness ? 0 : IRQOFF_EVENT_UNWITNESSED;
+  if (witnessed == 0 && can_witness) t->unwitnessed += 1;
   /* Half a period after the missed expiry IRQs were still off (the region spans at least
    * threshold - period/2 >= 1.5 periods), and a tick delivered a little late by the hypervisor
    * does not move the blame to the thread that ran just before. */
@@ -261,7 +399,7 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
     __builtin_memcpy(e->comm, n->comm, sizeof(e->comm));
     e->stack_size = n->stack_size;
     e->pid = n->pid;
-    e->flags = 0;
+    e->flags &= IRQOFF_EVENT_UNWITNESSED;
     e->source = IRQOFF_SOURCE_NMI;
   }
 
@@ -285,11 +423,12 @@ int irqoff_nmi(struct bpf_perf_event_data* ctx) {
   __u32* generation = bpf_map_lookup_elem(&irqoff_cpu_generation, &cpu);
   struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
   struct irqoff_totals* t = bpf_map_lookup_elem(&irqoff_totals, &zero);
-  if (!generation || !st || !t) return 0;
+  struct irqoff_cpu_watch* w = bpf_map_lookup_elem(&irqoff_cpu_watch, &cpu);
+  if (!generation || !st || !t || !w) return 0;
   t->nmis += 1;
   __u64 last_tick = st->last_tick_ns;
-  if (st->generation != *generation || last_tick == 0 || st->in_idle) return 0;
-  __u64 base = last_tick > st->idle_exit_ns ? last_tick : st->idle_exit_ns;
+  if (st->generation != *generation || last_tick == 0 || w->in_idle) return 0;
+  __u64 base = last_tick > w->idle_exit_ns ? last_tick : w->idle_exit_ns;
   if (now < base + period_ns + threshold_ns / 2) return 0;
   if (st->nmi_stack_for == last_tick) return 0; /* this region's stack is already kept */
   struct irqoff_event* n = bpf_map_lookup_elem(&irqoff_nmi_stack, &zero);
@@ -305,14 +444,14 @@ int irqoff_nmi(struct bpf_perf_event_data* ctx) {
 /* power:cpu_idle(state, cpu_id): state is (u32)-1 (PWR_EVENT_EXIT) when leaving idle. Every idle
  * path (cpuidle drivers, default_idle_call, polling) reports both edges. */
 static __always_inline void on_cpu_idle(__u32 state) {
-  __u32 zero = 0;
-  struct irqoff_cpu_state* st = bpf_map_lookup_elem(&irqoff_cpu_state, &zero);
-  if (!st) return;
+  __u32 cpu = bpf_get_smp_processor_id();
+  struct irqoff_cpu_watch* w = bpf_map_lookup_elem(&irqoff_cpu_watch, &cpu);
+  if (!w) return;
   if (state == (__u32)-1) {
-    st->in_idle = 0;
-    st->idle_exit_ns = bpf_ktime_get_ns();
+    w->in_idle = 0;
+    w->idle_exit_ns = bpf_ktime_get_ns();
   } else {
-    st->in_idle = 1;
+    w->in_idle = 1;
   }
 }
 
@@ -388,7 +527,9 @@ static __always_inline void on_irq_enable(void* ctx) {
   struct irqoff_totals* t = bpf_map_lookup_elem(&irqoff_totals, &zero);
   if (!t) return;
   /* The idle loop keeps IRQs off around the halt by design. */
-  if (st->in_idle || st->idle_exit_ns > since) {
+  __u32 cpu = bpf_get_smp_processor_id();
+  struct irqoff_cpu_watch* w = bpf_map_lookup_elem(&irqoff_cpu_watch, &cpu);
+  if (!w || w->in_idle || w->idle_exit_ns > since) {
     t->late_idle += 1;
     return;
   }
@@ -399,7 +540,7 @@ static __always_inline void on_irq_enable(void* ctx) {
   e->late_ns = 0;
   e->stolen_ns = 0;
   e->end_ns = now;
-  e->cpu = bpf_get_smp_processor_id();
+  e->cpu = cpu;
   e->pid = (__u32)bpf_get_current_pid_tgid();
   e->source = IRQOFF_SOURCE_PREEMPTIRQ;
   e->flags = 0;

@@ -24,6 +24,9 @@ enum irqoff_source {
   1                              /* the late tick landed in another thread than the one that \
                                     ran when IRQs went off (comm/pid are the latter's) */
 #define IRQOFF_EVENT_USER_MODE 2 /* the late tick interrupted user code: no kernel frames */
+#define IRQOFF_EVENT_UNWITNESSED                                                         \
+  4 /* no other CPU looked at this CPU while its tick was overdue (all late together, or \
+       the witness cannot read per-CPU data): counted without that check */
 
 /* One IRQ-disabled region above the threshold, sent to user space (ring buffer or perf buffer). */
 struct irqoff_event {
@@ -53,7 +56,11 @@ struct irqoff_totals {
   __u64 late_idle;                   /* late ticks explained by the CPU having been idle */
   __u64 late_steal;                  /* late ticks explained by steal time (vCPU not running) */
   __u64 late_user;                   /* regions whose late tick interrupted user code */
-  __u64 events_lost; /* regions whose event found the buffer full: counted, no labels */
+  /* Late ticks a witness CPU explained (irqoff_cpu_watch): while the tick was overdue it saw */
+  __u64 late_host_preempted; /* KVM's flag that the host had preempted the vCPU */
+  __u64 late_preemptible;    /* the CPU preemptible (IRQs on) less than the threshold before */
+  __u64 unwitnessed;         /* regions no witness saw (all CPUs late, or none can read) */
+  __u64 events_lost;         /* regions whose event found the buffer full: counted, no labels */
 };
 
 /* Context switches kept per CPU to tell which thread ran when IRQs went off: enough for the
@@ -71,16 +78,40 @@ struct irqoff_switch {
 /* Per-CPU detector state (percpu array `irqoff_cpu_state`, one entry). BPF only. */
 struct irqoff_cpu_state {
   __u64 last_tick_ns;   /* last timer sample: IRQs were on then */
-  __u64 last_steal_ns;  /* steal clock at that sample */
-  __u64 idle_exit_ns;   /* last exit from the idle loop */
+  __u64 last_steal_ns;  /* steal clock at that sample (0: not read) */
   __u64 irqs_off_since; /* preemptirq: when IRQs were disabled (0: they are on) */
   __u64 disable_site[2];
   __u64 nmi_stack_for; /* NMI: last_tick_ns of the region whose stack is in irqoff_nmi_stack */
   __u32 generation;    /* irqoff_cpu_generation[cpu] this state belongs to */
-  __u32 in_idle;
-  __u32 switch_count; /* switches recorded; the newest is switches[(count - 1) % N] */
-  __u32 reserved;
+  __u32 switch_count;  /* switches recorded; the newest is switches[(count - 1) % N] */
   struct irqoff_switch switches[IRQOFF_SWITCHES];
+};
+
+/* CPUs that look at another CPU's overdue tick (the next ones in CPU order). */
+#define IRQOFF_WITNESSES 2
+
+/* What other CPUs may read of a CPU (array `irqoff_cpu_watch`, indexed by CPU). A software tick
+ * that IRQs off hold back and one that the hypervisor holds back (the vCPU not running, or in a
+ * long exit) look the same to the CPU itself, even in where the late tick lands on hypervisors
+ * that deliver it only at the next exit. Other CPUs keep ticking: while this CPU's tick is
+ * overdue, each witness reads this CPU's preempt count (0: preemptible, so IRQs were on: kernel
+ * code holds them off under a lock, in an interrupt or with preemption off) and KVM's flag that
+ * the host preempted the vCPU, and notes here what it saw for the late tick to judge: a region
+ * can only be as long as the longest stretch in which the CPU was never seen preemptible. */
+struct irqoff_cpu_watch {
+  __u64 last_tick_ns; /* mirror of irqoff_cpu_state.last_tick_ns */
+  __u64 idle_exit_ns; /* last exit from the idle loop */
+  __u64 percpu_base;  /* this CPU's per-CPU area, minus the section start (0: not known) */
+  __u64 watched_gap;  /* last_tick_ns of the overdue tick the fields below are about */
+  /* Seen preemptible (IRQs on) at irqs_on_ns last (0: never); between two such moments (or the
+   * last tick and the first) it was seen non-preemptible: the longest such stretch, which is as
+   * long as a region among them can have been. */
+  __u64 irqs_on_ns;
+  __u64 longest_held_ns;
+  __u32 in_idle;
+  __u32 observations;   /* witness ticks that saw this CPU's tick overdue */
+  __u32 host_preempted; /* ... and KVM's preempted flag set */
+  __u32 holding;        /* the last of them saw it non-preemptible */
 };
 
 #endif

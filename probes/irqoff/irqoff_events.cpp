@@ -50,6 +50,7 @@ IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelSymbolizer& symbol
   if (region.comm.empty()) region.comm = "unknown";
   region.task_switched = (event.flags & IRQOFF_EVENT_TASK_SWITCHED) != 0;
   region.user_mode = (event.flags & IRQOFF_EVENT_USER_MODE) != 0;
+  region.unwitnessed = (event.flags & IRQOFF_EVENT_UNWITNESSED) != 0;
 
   std::vector<uint64_t> addresses;
   // preemptirq: the code that disabled IRQs comes first; it is the culprit by construction.
@@ -86,8 +87,10 @@ std::string DescribeRegion(const IrqOffRegion& region) {
                                   region.frames.begin() +
                                       static_cast<long>(std::min<size_t>(region.frames.size(), 8)),
                                   " <- "));
-  return fmt::format("{:.1f} ms on CPU {} in {} (pid {}), culprit {}{}{}", region.seconds * 1e3,
-                     region.cpu, region.comm, region.pid, region.culprit, where, stack);
+  // Last, so that the stack still follows where the tick landed.
+  std::string witness = region.unwitnessed ? "; no other CPU saw it" : "";
+  return fmt::format("{:.1f} ms on CPU {} in {} (pid {}), culprit {}{}{}{}", region.seconds * 1e3,
+                     region.cpu, region.comm, region.pid, region.culprit, where, stack, witness);
 }
 
 absl::Status IrqOffProbe::OpenEventBuffer() {

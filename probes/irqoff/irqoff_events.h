@@ -23,6 +23,7 @@ struct IrqOffRegion {
   std::vector<std::string> frames;  // innermost first; "0x..." where unknown
   bool task_switched = false;       // the interrupt landed in a later thread (see irqoff.h)
   bool user_mode = false;           // the interrupt landed in user code
+  bool unwitnessed = false;         // no other CPU looked at this one meanwhile (see irqoff.h)
 };
 
 // Builds the region from a raw event (pure but for the symbolizer).

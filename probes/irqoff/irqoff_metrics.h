@@ -28,8 +28,10 @@ inline constexpr MetricSpec kRegionsEvictedTotal{
     MetricType::kCounter};
 inline constexpr MetricSpec kIgnoredLateTicksTotal{
     "kpath_irqoff_ignored_late_ticks_total",
-    "Late timer ticks not counted as regions: the CPU was idle, or the hypervisor did not run the "
-    "vCPU (steal).",
+    "Late timer ticks not counted as regions: the CPU was idle (idle), the hypervisor did not run "
+    "the vCPU (steal: its steal clock; host_preempted: its preempted flag, seen by another CPU), "
+    "or another CPU saw this one preemptible while its tick was overdue, so IRQs were on "
+    "(preemptible: a hypervisor stall or exit).",
     MetricType::kCounter};
 inline constexpr MetricSpec kTimerTicksTotal{
     "kpath_irqoff_timer_ticks_total",
@@ -47,8 +49,8 @@ inline constexpr MetricSpec kResolutionSeconds{
     MetricType::kGauge};
 inline constexpr MetricSpec kDetectorInfo{
     "kpath_irqoff_detector_info",
-    "How IRQ-off regions are measured: method, steal-time correction, idle detection and "
-    "context-switch tracking; always 1.",
+    "How IRQ-off regions are measured: method, steal-time correction, witness (what other CPUs "
+    "read of a CPU whose tick is overdue), idle detection and context-switch tracking; always 1.",
     MetricType::kGauge};
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).

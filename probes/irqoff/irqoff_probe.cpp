@@ -137,6 +137,23 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
   absl::StatusOr<size_t> ncpus = PossibleCpus();
   if (!ncpus.ok()) return ncpus.status();
   bpf_map__set_max_entries(skel->maps.irqoff_cpu_generation, static_cast<__u32>(*ncpus));
+  bpf_map__set_max_entries(skel->maps.irqoff_cpu_watch, static_cast<__u32>(*ncpus));
+  skel->rodata->cpu_count = static_cast<__u32>(*ncpus);
+  witness_ = Witness::kNone;
+  if (method != IrqOffMethod::kPreemptIrq && *ncpus > 1) {
+    const PercpuLayout& percpu = kernel_.Layout().Percpu();
+    if (percpu.located()) {
+      skel->rodata->task_cfs_rq_offset = *percpu.task_cfs_rq;
+      skel->rodata->cfs_rq_rq_offset = *percpu.cfs_rq_rq;
+      skel->rodata->percpu_runqueues = *percpu.runqueues;
+      if (percpu.steal_time) skel->rodata->percpu_steal_time = *percpu.steal_time;
+      if (percpu.preempt_count) skel->rodata->percpu_preempt_count = *percpu.preempt_count;
+      skel->rodata->preempt_count_reliable = percpu.preempt_count_counts_locks ? 1 : 0;
+      witness_ = percpu.preempt_count && percpu.preempt_count_counts_locks ? Witness::kPreemptCount
+                 : percpu.steal_time                                       ? Witness::kKvmPreempted
+                                                                           : Witness::kNone;
+    }
+  }
 
   ChosenPrograms progs;
   if (method == IrqOffMethod::kPreemptIrq) {
@@ -215,6 +232,7 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
   // Steal correction only matters to the timer methods; its object loads only where the kernel
   // resolves KVM's steal_time (else the plain object is used).
   const bool try_steal = method != IrqOffMethod::kPreemptIrq && kernel_.KvmStealTimeReadable();
+  // Without the ksym, the plain object reads it through the per-CPU area (Load sets that up).
   for (bool steal : {true, false}) {
     if (steal && !try_steal) continue;
     // Helpers (idle and context-switch hooks) first; without them if they keep it from loading.
@@ -239,7 +257,9 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
         }
       }
       if (loaded.ok()) {
-        steal_correction_ = steal;
+        steal_correction_ =
+            steal || (method != IrqOffMethod::kPreemptIrq && witness_ != Witness::kNone &&
+                      kernel_.Layout().Percpu().steal_time.has_value());
         if (!failures.empty()) {
           spdlog::info("probe irqoff: loaded after: {}", fmt::join(failures, "; "));
         }
@@ -343,13 +363,25 @@ std::string IrqOffProbe::OnAttached() {
                         FormatMs(options_.detector.period / 2));
   spdlog::info(
       "probe irqoff: measuring with {} ({}), reporting regions of {} or more; steal-time "
-      "correction {}, idle hook {}, context-switch hook {}",
+      "correction {}, witness {}, idle hook {}, context-switch hook {}",
       IrqOffMethodName(method_), resolution, FormatMs(options_.detector.threshold),
-      steal_correction_ ? "kvm" : "none", idle_hook_ ? "power:cpu_idle" : "none",
+      steal_correction_ ? "kvm" : "none", WitnessName(), idle_hook_ ? "power:cpu_idle" : "none",
       switch_hook_ == SwitchHook::kTpBtf        ? "tp_btf"
       : switch_hook_ == SwitchHook::kTracepoint ? "tracepoint"
                                                 : "none");
   return {};
+}
+
+std::string_view IrqOffProbe::WitnessName() const {
+  switch (witness_) {
+    case Witness::kPreemptCount:
+      return "preempt_count";
+    case Witness::kKvmPreempted:
+      return "kvm_preempted";
+    case Witness::kNone:
+      break;
+  }
+  return "none";
 }
 
 void IrqOffProbe::SetLabelLimits(const LabelLimits& labels) {
@@ -404,6 +436,9 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
     sum.late_idle += c.late_idle;
     sum.late_steal += c.late_steal;
     sum.late_user += c.late_user;
+    sum.late_host_preempted += c.late_host_preempted;
+    sum.late_preemptible += c.late_preemptible;
+    sum.unwitnessed += c.unwitnessed;
     sum.events_lost += c.events_lost;
   }
 
@@ -425,6 +460,8 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
   FamilyBuilder(irqoff_metrics::kIgnoredLateTicksTotal)
       .Add({{"reason", "idle"}}, static_cast<double>(sum.late_idle))
       .Add({{"reason", "steal"}}, static_cast<double>(sum.late_steal))
+      .Add({{"reason", "host_preempted"}}, static_cast<double>(sum.late_host_preempted))
+      .Add({{"reason", "preemptible"}}, static_cast<double>(sum.late_preemptible))
       .AppendTo(out);
   if (method_ != IrqOffMethod::kPreemptIrq) {
     FamilyBuilder(irqoff_metrics::kTimerTicksTotal)
@@ -448,6 +485,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
   FamilyBuilder(irqoff_metrics::kDetectorInfo)
       .Add({{"method", std::string(IrqOffMethodName(method_))},
             {"steal_correction", steal_correction_ ? "kvm" : "none"},
+            {"witness", std::string(WitnessName())},
             {"idle_detection", idle_hook_ ? "cpu_idle" : "idle_task"},
             {"switch_tracking", switch_hook_ == SwitchHook::kTpBtf        ? "tp_btf"
                                 : switch_hook_ == SwitchHook::kTracepoint ? "tracepoint"

@@ -68,6 +68,12 @@ class IrqOffProbe final : public BpfProbe {
 
   IrqOffMethod method() const { return method_; }
   bool steal_correction() const { return steal_correction_; }
+  // What the other CPUs' ticks read of a CPU whose tick is overdue (irqoff.h,
+  // irqoff_cpu_watch): its preempt count and KVM's preempted flag, or the flag alone (a kernel
+  // whose spinlocks do not count), or nothing (one CPU, or no BTF to find per-CPU data).
+  enum class Witness { kNone, kKvmPreempted, kPreemptCount };
+  Witness witness() const { return witness_; }
+  std::string_view WitnessName() const;
 
  private:
   using Link = OwnedLink;
@@ -117,6 +123,7 @@ class IrqOffProbe final : public BpfProbe {
 
   IrqOffMethod method_ = IrqOffMethod::kNone;
   bool steal_correction_ = false;
+  Witness witness_ = Witness::kNone;
   bool idle_hook_ = false;
   SwitchHook switch_hook_ = SwitchHook::kNone;
   OwnedSkeleton<irqoff_bpf> plain_{nullptr, nullptr};

@@ -16,6 +16,28 @@
 namespace kpath {
 namespace {
 
+// The bit offset of `member` in the struct or union `t`, looking into anonymous struct and union
+// members too (x86's pcpu_hot keeps preempt_count in an anonymous struct inside a union).
+std::optional<uint32_t> BtfMemberBitOffset(const struct btf* btf, const struct btf_type* t,
+                                           std::string_view member, int depth) {
+  if (t == nullptr || depth > 4 || !(btf_is_struct(t) || btf_is_union(t))) return std::nullopt;
+  const struct btf_member* m = btf_members(t);
+  for (int i = 0; i < btf_vlen(t); ++i) {
+    const char* name = btf__name_by_offset(btf, m[i].name_off);
+    uint32_t bits = btf_member_bit_offset(t, static_cast<uint32_t>(i));
+    if (name != nullptr && member == name) return bits;
+    if (name == nullptr || *name == '\0') {
+      int inner = btf__resolve_type(btf, m[i].type);
+      if (inner <= 0) continue;
+      if (std::optional<uint32_t> in = BtfMemberBitOffset(
+              btf, btf__type_by_id(btf, static_cast<uint32_t>(inner)), member, depth + 1)) {
+        return bits + *in;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // Debian's abseil has its own absl::string_view, distinct from std::string_view.
 absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -118,15 +140,23 @@ std::optional<uint32_t> LiveKernelFeatures::BtfMemberOffset(std::string_view str
   if (btf == nullptr || struct_name.empty() || member.empty()) return std::nullopt;
   int id = btf__find_by_name_kind(btf, std::string(struct_name).c_str(), BTF_KIND_STRUCT);
   if (id <= 0) return std::nullopt;
-  const struct btf_type* t = btf__type_by_id(btf, id);
-  const struct btf_member* m = btf_members(t);
-  for (int i = 0; i < btf_vlen(t); ++i) {
-    const char* name = btf__name_by_offset(btf, m[i].name_off);
-    if (name != nullptr && member == name) {
-      uint32_t bits = btf_member_bit_offset(t, static_cast<uint32_t>(i));
-      if (bits % 8 != 0) return std::nullopt;  // a bitfield: no byte offset
-      return bits / 8;
-    }
+  std::optional<uint32_t> bits = BtfMemberBitOffset(btf, btf__type_by_id(btf, id), member, 0);
+  if (!bits || *bits % 8 != 0) return std::nullopt;  // a bitfield: no byte offset
+  return *bits / 8;
+}
+
+std::optional<uint32_t> LiveKernelFeatures::BtfPercpuVarOffset(std::string_view var) {
+  std::lock_guard<std::mutex> lock(mu_);
+  struct btf* btf = VmlinuxBtf();
+  if (btf == nullptr || var.empty()) return std::nullopt;
+  int id = btf__find_by_name_kind(btf, ".data..percpu", BTF_KIND_DATASEC);
+  if (id <= 0) return std::nullopt;
+  const struct btf_type* section = btf__type_by_id(btf, id);
+  const struct btf_var_secinfo* v = btf_var_secinfos(section);
+  for (int i = 0; i < btf_vlen(section); ++i, ++v) {
+    const struct btf_type* t = btf__type_by_id(btf, v->type);
+    const char* name = t != nullptr ? btf__name_by_offset(btf, t->name_off) : nullptr;
+    if (name != nullptr && var == name) return v->offset;
   }
   return std::nullopt;
 }

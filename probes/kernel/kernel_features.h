@@ -59,6 +59,13 @@ class KernelFeatures {
     (void)member;
     return std::nullopt;
   }
+  // Offset of a per-CPU variable from the start of the per-CPU section (vmlinux BTF's
+  // `.data..percpu`, which pahole fills since v1.18); nullopt without BTF or that variable. Not
+  // pure: fakes may omit it.
+  virtual std::optional<uint32_t> BtfPercpuVarOffset(std::string_view var) {
+    (void)var;
+    return std::nullopt;
+  }
   // The tracefs root (mounting it at <sysfs>/kernel/tracing if absent and allowed).
   virtual absl::StatusOr<std::filesystem::path> Tracefs() = 0;
   // A classic tracepoint's format; NotFound when the kernel lacks it, another error when tracefs
@@ -107,6 +114,7 @@ class LiveKernelFeatures final : public KernelFeatures {
   std::optional<std::vector<std::string>> BtfFunctionParams(std::string_view name) override;
   std::optional<uint32_t> BtfMemberOffset(std::string_view struct_name,
                                           std::string_view member) override;
+  std::optional<uint32_t> BtfPercpuVarOffset(std::string_view var) override;
   absl::StatusOr<std::filesystem::path> Tracefs() override;
   absl::StatusOr<TracepointFormat> Tracepoint(std::string_view category,
                                               std::string_view event) override;

@@ -33,6 +33,30 @@ const CgroupLayout& KernelLayout::Cgroup() {
   return *cgroup_;
 }
 
+const PercpuLayout& KernelLayout::Percpu() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!percpu_) {
+    PercpuLayout layout{
+        .task_cfs_rq = std::nullopt,
+        .cfs_rq_rq = kernel_.BtfMemberOffset("cfs_rq", "rq"),
+        .runqueues = kernel_.BtfPercpuVarOffset("runqueues"),
+        .preempt_count = kernel_.BtfPercpuVarOffset("__preempt_count"),
+        .preempt_count_counts_locks = kernel_.BtfHasFunction("preempt_schedule"),
+        .steal_time = kernel_.BtfPercpuVarOffset("steal_time"),
+    };
+    std::optional<uint32_t> se = kernel_.BtfMemberOffset("task_struct", "se");
+    std::optional<uint32_t> cfs_rq = kernel_.BtfMemberOffset("sched_entity", "cfs_rq");
+    if (se && cfs_rq) layout.task_cfs_rq = *se + *cfs_rq;
+    if (!layout.preempt_count) {
+      std::optional<uint32_t> hot = kernel_.BtfPercpuVarOffset("pcpu_hot");
+      std::optional<uint32_t> member = kernel_.BtfMemberOffset("pcpu_hot", "preempt_count");
+      if (hot && member) layout.preempt_count = *hot + *member;
+    }
+    percpu_ = layout;
+  }
+  return *percpu_;
+}
+
 const TracepointArity& KernelLayout::Tracepoints() {
   std::lock_guard<std::mutex> lock(mu_);
   return TracepointsLocked();

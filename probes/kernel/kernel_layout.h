@@ -71,6 +71,26 @@ struct TracepointArity {
   bool SchedSwitchHasPrev() const { return sched_switch && *sched_switch >= 3; }
 };
 
+// Another CPU's per-CPU data, for the IRQ-off detector's witnesses (probes/irqoff/irqoff.h).
+// BPF finds a CPU's per-CPU area from its run queue, current->se.cfs_rq->rq, which is that CPU's
+// `runqueues` (the cfs_rq's `rq` exists with CONFIG_FAIR_GROUP_SCHED); the variables' places in
+// the per-CPU section are in vmlinux BTF's `.data..percpu` (pahole 1.18+).
+struct PercpuLayout {
+  std::optional<uint32_t> task_cfs_rq;  // task_struct.se + sched_entity.cfs_rq
+  std::optional<uint32_t> cfs_rq_rq;    // cfs_rq.rq
+  std::optional<uint32_t> runqueues;    // the per-CPU variable `runqueues`
+  // x86's per-CPU preempt count: `__preempt_count`, inside `pcpu_hot` from commit 64701838bf05
+  // ("x86/percpu: Move preempt_count next to current_task", v6.2) until v6.15 dismantled
+  // pcpu_hot. Other architectures keep it in thread_info: not read (nullopt).
+  std::optional<uint32_t> preempt_count;
+  // preempt_disable() counts only with CONFIG_PREEMPT_COUNT, which CONFIG_PREEMPTION (the
+  // preempt_schedule function) implies; PREEMPT_VOLUNTARY kernels before v5.12's
+  // PREEMPT_DYNAMIC (Debian 11's 5.10) lack it, and a spinlock leaves their count at 0.
+  bool preempt_count_counts_locks = false;
+  std::optional<uint32_t> steal_time;  // KVM's struct kvm_steal_time (CONFIG_KVM_GUEST)
+  bool located() const { return task_cfs_rq && cfs_rq_rq && runqueues; }
+};
+
 // Computed on first use from a KernelFeatures, then kept (a later ReleaseBtf does not lose it).
 class KernelLayout {
  public:
@@ -79,6 +99,7 @@ class KernelLayout {
   const TaskStructLayout& Task();
   const CgroupLayout& Cgroup();
   const TracepointArity& Tracepoints();
+  const PercpuLayout& Percpu();
   // kUnknown is not kept: tracefs may become reachable later (a probe retry asks again).
   PercpuAllocLayout PercpuAlloc();
 
@@ -88,6 +109,7 @@ class KernelLayout {
   std::optional<TaskStructLayout> task_;
   std::optional<CgroupLayout> cgroup_;
   std::optional<TracepointArity> tracepoints_;
+  std::optional<PercpuLayout> percpu_;
   const TracepointArity& TracepointsLocked();
   std::optional<PercpuAllocLayout> percpu_alloc_;
 };

@@ -405,25 +405,111 @@ TEST_CASE("a spinlock held with IRQs off by a kernel module is charged to its fu
   CHECK(status_named);
 }
 
+// A vCPU that the hypervisor stalls, or keeps in a long exit, holds its timer back as IRQs off
+// do; on a busy VM that made false regions (6 and 12 in 8 s at a load of 6-7 on the development
+// VM, before the witness). The witness (irqoff.h) sees such a CPU preemptible and the detector
+// ignores its late tick. What the witness cannot judge is allowed and said: a region no other CPU
+// saw (every CPU stalled together), or any region where the kernel offers no witness (no BTF, one
+// CPU). Not judged either, and so still able to fail this check on a busy VM: a stall that
+// freezes a vCPU in non-preemptible kernel code (3 in 10 minutes at a load of 7-10 in
+// bench/irqoff_vm_false_regions.py's second run, about one 8 s check in 25).
 TEST_CASE("an idle host stays quiet at the default threshold", "[irqoff]") {
   REQUIRE(IsRoot());
-  KpathdProcess kpathd({.config_yaml = Config()});
+  KpathdProcess kpathd({.args = {"--log-level", "debug"}, .config_yaml = Config()});
   REQUIRE(kpathd.WaitUntilServing());
   auto before = kpathd.Scrape();
   REQUIRE(before);
   REQUIRE(MetricValue(*before, "kpath_probe_attached", {{"probe", "irqoff"}}) == 1);
+  const bool witness =
+      SumOf(*before, "kpath_irqoff_detector_info", {{"witness", "preempt_count"}}) == 1;
   std::this_thread::sleep_for(8s);
   auto after = kpathd.Scrape();
   REQUIRE(after);
-  INFO(kpathd.Output());
-  CHECK(SumOf(*after, "kpath_irqoff_regions_total") -
-            SumOf(*before, "kpath_irqoff_regions_total") ==
-        0);
+  std::string log = kpathd.Output();
+  INFO(IrqOffLines(log));
+  double regions =
+      SumOf(*after, "kpath_irqoff_regions_total") - SumOf(*before, "kpath_irqoff_regions_total");
+  std::regex region_line("irqoff: region [^\n]*");
+  size_t logged = 0, unwitnessed = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), region_line);
+       it != std::sregex_iterator(); ++it) {
+    ++logged;
+    if (it->str().find("no other CPU saw it") != std::string::npos) ++unwitnessed;
+  }
+  if (!witness) {
+    if (regions > 0) {
+      WARN(regions << " late ticks counted as regions with no witness on this kernel: "
+                      "the load of the host, not kpathd, decides this check here");
+    }
+  } else {
+    if (unwitnessed > 0) {
+      WARN(unwitnessed << " region(s) no other CPU saw (all CPUs stalled together)");
+    }
+    // Every region was logged (at most 20 per sample): all of them unwitnessed.
+    CHECK(regions == static_cast<double>(unwitnessed));
+    CHECK(logged == unwitnessed);
+  }
   CHECK(MetricValue(*after, "kpath_irqoff_timer_ticks_total").value_or(0) >
         MetricValue(*before, "kpath_irqoff_timer_ticks_total").value_or(0));
   CHECK(MetricValue(*after, "kpath_irqoff_threshold_seconds") == 0.010);
   CHECK(MetricValue(*after, "kpath_irqoff_resolution_seconds", {{"method", "software_timer"}}) ==
         0.001);
+}
+
+// The witness at work (probes/irqoff/README.md, "On virtual machines"). A region made with the
+// preempt count at 0 looks, to the other CPUs, like a vCPU that the hypervisor stalled in user
+// code: its timer is held back while it is preemptible. The detector ignores it
+// (ignored_late_ticks{reason="preemptible"}) and still counts the real holds of the tracepoint
+// fixture, which run with preemption off as kernel code under a lock does, with their process.
+// On the landed detector both were counted.
+TEST_CASE("a late tick of a CPU others saw preemptible is ignored, a real hold is still caught",
+          "[irqoff]") {
+  REQUIRE(IsRoot());
+  std::string why;
+  std::unique_ptr<IrqOffFixture> stall = IrqOffFixture::Load(&why, /*preemptible=*/true);
+  if (!stall) {
+    WARN("skipped: " << why);
+    return;
+  }
+  std::unique_ptr<IrqOffFixture> real = IrqOffFixture::Load(&why);
+  REQUIRE(real);
+  KpathdProcess kpathd({.args = {"--log-level", "debug"}, .config_yaml = Config()});
+  REQUIRE(kpathd.WaitUntilServing());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  INFO(IrqOffLines(*body));
+  // The witness needs vmlinux BTF (its per-CPU section) and a second CPU; the fixture, a kernel
+  // whose spinlocks count in the preempt count (6.14+ is PREEMPT_DYNAMIC-capable).
+  if (!std::filesystem::exists("/sys/kernel/btf/vmlinux") || LastCpu() == 0) {
+    WARN("skipped: no witness here (it needs vmlinux BTF and two CPUs)");
+    return;
+  }
+  REQUIRE(SumOf(*body, "kpath_irqoff_detector_info", {{"witness", "preempt_count"}}) == 1);
+  const std::string stalled = "kpath-irqoff-st";
+  auto ignored = [](const std::string& b) {
+    return SumOf(b, "kpath_irqoff_ignored_late_ticks_total", {{"reason", "preemptible"}});
+  };
+  double ignored_before = ignored(*body);
+  constexpr int kRegions = 5;
+  std::vector<std::chrono::nanoseconds> stalls =
+      stall->HoldIrqsOff(LastCpu(), 30ms, kRegions, 150ms, stalled);
+  std::vector<std::chrono::nanoseconds> held =
+      real->HoldIrqsOff(LastCpu(), 30ms, kRegions, 150ms, kFixtureThread);
+  REQUIRE(stalls.size() == kRegions);
+  REQUIRE(held.size() == kRegions);
+  std::this_thread::sleep_for(900ms);  // two samples
+  body = kpathd.Scrape();
+  REQUIRE(body);
+  std::string log = kpathd.Output();
+  INFO(IrqOffLines(log));
+  INFO(IrqOffLines(*body));
+  // Each stall ignored; one may be counted when the other CPU was itself held up meanwhile (a
+  // busy host), as no witness then looked.
+  CHECK(SumOf(*body, "kpath_irqoff_regions_total", {{"comm", stalled}}) <= 1);
+  CHECK(ignored(*body) - ignored_before >= kRegions - 1);
+  // The real holds, under the holder's name (one may be missed at a region's edge, as above).
+  CHECK(SumOf(*body, "kpath_irqoff_regions_total", {{"comm", kFixtureThread}}) >= kRegions - 1);
+  CHECK(LoggedRegions(log, kFixtureThread).size() >= kRegions - 1);
 }
 
 // The BPF fixture only, not the QEMU matrix's module: under TCG on a loaded host a vCPU that the

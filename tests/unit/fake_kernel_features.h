@@ -27,6 +27,7 @@ class FakeKernelFeatures final : public KernelFeatures {
   std::set<std::string, std::less<>> btf_functions;
   std::map<std::string, std::vector<std::string>, std::less<>> btf_params;
   std::map<std::string, uint32_t, std::less<>> btf_members;      // "struct.member" -> byte offset
+  std::map<std::string, uint32_t, std::less<>> btf_percpu_vars;  // per-CPU variable -> offset
   std::set<std::string, std::less<>> kallsyms;                   // what KernelFunction() resolves
   std::set<std::string, std::less<>> tracepoints;                // "category/event" the kernel has
   std::map<std::string, TracepointFormat, std::less<>> formats;  // "category/event"
@@ -63,6 +64,11 @@ class FakeKernelFeatures final : public KernelFeatures {
                                           std::string_view member) override {
     auto it = btf_members.find(std::string(struct_name) + "." + std::string(member));
     if (!btf || it == btf_members.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<uint32_t> BtfPercpuVarOffset(std::string_view var) override {
+    auto it = btf_percpu_vars.find(std::string(var));
+    if (!btf || it == btf_percpu_vars.end()) return std::nullopt;
     return it->second;
   }
   absl::StatusOr<std::filesystem::path> Tracefs() override {

@@ -42,6 +42,50 @@ TEST_CASE("without BTF no offset is known", "[kernel][layout]") {
   CHECK_FALSE(kernel.Layout().Cgroup().complete());
 }
 
+// The per-CPU offsets are the development VM's (Linux 6.18.44 x86_64); the members, any.
+TEST_CASE("another CPU's per-CPU data: run queue path and variables from BTF",
+          "[kernel][layout][irqoff]") {
+  FakeKernelFeatures kernel;
+  kernel.btf_members = {{"task_struct.se", 192}, {"sched_entity.cfs_rq", 168}, {"cfs_rq.rq", 216}};
+  kernel.btf_percpu_vars = {
+      {"runqueues", 195776}, {"__preempt_count", 86064}, {"steal_time", 97280}};
+  kernel.btf_functions = {"preempt_schedule"};
+  const PercpuLayout& percpu = kernel.Layout().Percpu();
+  CHECK(percpu.located());
+  CHECK(percpu.task_cfs_rq == 360u);
+  CHECK(percpu.cfs_rq_rq == 216u);
+  CHECK(percpu.runqueues == 195776u);
+  CHECK(percpu.preempt_count == 86064u);
+  CHECK(percpu.preempt_count_counts_locks);
+  CHECK(percpu.steal_time == 97280u);
+}
+
+TEST_CASE("per-CPU data: pcpu_hot (6.2-6.14), no PREEMPT_COUNT (5.10), no BTF",
+          "[kernel][layout][irqoff]") {
+  FakeKernelFeatures hot;
+  hot.btf_members = {{"task_struct.se", 192},
+                     {"sched_entity.cfs_rq", 168},
+                     {"cfs_rq.rq", 216},
+                     {"pcpu_hot.preempt_count", 8}};
+  hot.btf_percpu_vars = {{"runqueues", 4096}, {"pcpu_hot", 1024}};
+  CHECK(hot.Layout().Percpu().preempt_count == 1032u);
+  // Debian 11's 5.10 (PREEMPT_VOLUNTARY, before PREEMPT_DYNAMIC): no preempt_schedule, so a
+  // spinlock does not count and the preempt count cannot say that IRQs are on.
+  CHECK_FALSE(hot.Layout().Percpu().preempt_count_counts_locks);
+
+  FakeKernelFeatures no_group_sched;  // CONFIG_FAIR_GROUP_SCHED off: no cfs_rq.rq
+  no_group_sched.btf_members = {{"task_struct.se", 192}, {"sched_entity.cfs_rq", 168}};
+  no_group_sched.btf_percpu_vars = {{"runqueues", 4096}};
+  CHECK_FALSE(no_group_sched.Layout().Percpu().located());
+
+  FakeKernelFeatures none;
+  none.btf = false;
+  none.btf_members = hot.btf_members;
+  none.btf_percpu_vars = hot.btf_percpu_vars;
+  CHECK_FALSE(none.Layout().Percpu().located());
+  CHECK_FALSE(none.Layout().Percpu().preempt_count);
+}
+
 TEST_CASE("tracepoint arities come from BTF, once", "[kernel][layout]") {
   FakeKernelFeatures kernel;
   kernel.btf_tracepoints = {{"cgroup_mkdir", 2},         {"cgroup_rmdir", 2},

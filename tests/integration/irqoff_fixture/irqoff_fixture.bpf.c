@@ -3,7 +3,13 @@
  * the test thread. When the target process calls getpgid(2), this program disables IRQs on its
  * CPU (kfunc bpf_local_irq_save, Linux 6.14+), spins on bpf_ktime_get_ns() until `hold_ns` have
  * passed, and restores them; the timer interrupt that was due meanwhile fires right at the
- * restore, as it would after a driver's spin_unlock_irqrestore. */
+ * restore, as it would after a driver's spin_unlock_irqrestore. The tracepoint runs it with
+ * preemption off, as kernel code that holds a lock with IRQs off is.
+ *
+ * hold_irqs_off_preemptible does the same from a BPF_PROG_TYPE_SYSCALL program (run by
+ * BPF_PROG_TEST_RUN in the caller's context), where the preempt count stays 0: to other CPUs the
+ * CPU looks preemptible, as a vCPU that the hypervisor stalls in user code does, while its
+ * timer is held back. The detector's witnesses must take it for such a stall. */
 /* vmlinux.h first: libbpf's headers use its types. */
 // clang-format off
 #include "vmlinux.h"
@@ -29,9 +35,7 @@ __u64 last_region_ns = 0;
  * (tens of nanoseconds), so one region can last far longer than any test needs. */
 #define FIXTURE_MAX_STEPS (8 * 1024 * 1024)
 
-SEC("tp/syscalls/sys_enter_getpgid")
-int hold_irqs_off(void* ctx) {
-  if (target_tgid == 0 || (bpf_get_current_pid_tgid() >> 32) != target_tgid) return 0;
+static __always_inline void hold(void) {
   unsigned long flags;
   struct bpf_iter_num it;
   __u64 start = bpf_ktime_get_ns();
@@ -49,5 +53,17 @@ int hold_irqs_off(void* ctx) {
 
   last_region_ns = end - start;
   regions += 1;
+}
+
+SEC("tp/syscalls/sys_enter_getpgid")
+int hold_irqs_off(void* ctx) {
+  if (target_tgid == 0 || (bpf_get_current_pid_tgid() >> 32) != target_tgid) return 0;
+  hold();
+  return 0;
+}
+
+SEC("syscall")
+int hold_irqs_off_preemptible(void* ctx) {
+  hold();
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "irqoff_fixture.h"
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <pthread.h>
@@ -15,7 +16,7 @@
 
 namespace kpath::testing {
 
-std::unique_ptr<IrqOffFixture> IrqOffFixture::Load(std::string* why) {
+std::unique_ptr<IrqOffFixture> IrqOffFixture::Load(std::string* why, bool preemptible) {
   // Ask the kernel's BTF for the kfuncs rather than failing in the verifier.
   struct btf* vmlinux = btf__load_vmlinux_btf();
   if (vmlinux == nullptr) {
@@ -30,17 +31,24 @@ std::unique_ptr<IrqOffFixture> IrqOffFixture::Load(std::string* why) {
     }
   }
   btf__free(vmlinux);
-  irqoff_fixture_bpf* skel = irqoff_fixture_bpf__open_and_load();
+  irqoff_fixture_bpf* skel = irqoff_fixture_bpf__open();
   if (skel == nullptr) {
-    *why = std::string("loading the fixture: ") + std::strerror(errno);
+    *why = std::string("opening the fixture: ") + std::strerror(errno);
     return nullptr;
   }
-  if (int err = irqoff_fixture_bpf__attach(skel); err != 0) {
+  bpf_program__set_autoload(skel->progs.hold_irqs_off, !preemptible);
+  bpf_program__set_autoload(skel->progs.hold_irqs_off_preemptible, preemptible);
+  if (int err = irqoff_fixture_bpf__load(skel); err != 0) {
+    *why = std::string("loading the fixture: ") + std::strerror(-err);
+    irqoff_fixture_bpf__destroy(skel);
+    return nullptr;
+  }
+  if (int err = preemptible ? 0 : irqoff_fixture_bpf__attach(skel); err != 0) {
     *why = std::string("attaching the fixture: ") + std::strerror(-err);
     irqoff_fixture_bpf__destroy(skel);
     return nullptr;
   }
-  return std::unique_ptr<IrqOffFixture>(new IrqOffFixture(skel));
+  return std::unique_ptr<IrqOffFixture>(new IrqOffFixture(skel, preemptible));
 }
 
 IrqOffFixture::~IrqOffFixture() { irqoff_fixture_bpf__destroy(skel_); }
@@ -65,7 +73,12 @@ std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
     skel_->bss->target_tgid = static_cast<__u32>(getpid());
     for (int i = 0; i < count; ++i) {
       __u64 before = skel_->bss->regions;
-      getpgid(0);
+      if (preemptible_) {
+        LIBBPF_OPTS(bpf_test_run_opts, opts);
+        bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.hold_irqs_off_preemptible), &opts);
+      } else {
+        getpgid(0);
+      }
       if (skel_->bss->regions != before) {
         lengths.emplace_back(static_cast<int64_t>(skel_->bss->last_region_ns));
       }

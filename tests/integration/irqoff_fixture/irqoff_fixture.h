@@ -18,8 +18,10 @@ void PinAndNameThisThread(int cpu, const std::string& name);
 class IrqOffFixture {
  public:
   // Loads and attaches the fixture; nullptr and `why` when the kernel lacks what it needs (the
-  // kfuncs bpf_local_irq_save/restore and bpf_iter_num_*, Linux 6.14+).
-  static std::unique_ptr<IrqOffFixture> Load(std::string* why);
+  // kfuncs bpf_local_irq_save/restore and bpf_iter_num_*, Linux 6.14+). `preemptible`: the
+  // regions are made with the preempt count at 0 (hold_irqs_off_preemptible in the .bpf.c), as
+  // other CPUs see a vCPU that the hypervisor stalls in user code.
+  static std::unique_ptr<IrqOffFixture> Load(std::string* why, bool preemptible = false);
   ~IrqOffFixture();
   IrqOffFixture(const IrqOffFixture&) = delete;
   IrqOffFixture& operator=(const IrqOffFixture&) = delete;
@@ -32,8 +34,10 @@ class IrqOffFixture {
                                                     const std::string& thread_name);
 
  private:
-  explicit IrqOffFixture(irqoff_fixture_bpf* skel) : skel_(skel) {}
+  IrqOffFixture(irqoff_fixture_bpf* skel, bool preemptible)
+      : skel_(skel), preemptible_(preemptible) {}
   irqoff_fixture_bpf* skel_;
+  bool preemptible_;
 };
 
 }  // namespace kpath::testing
