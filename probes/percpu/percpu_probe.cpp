@@ -12,6 +12,7 @@
 
 #include "fmt/format.h"
 #include "percpu.skel.h"
+#include "probes/collect/bpf_maps.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/human_units.h"
 #include "probes/collect/label_values.h"
@@ -258,6 +259,8 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   }
   // The canary (SelfTest) is kpathd's: by its process id and the bytes of its allocation.
   skel->rodata->self_tgid = getpid();
+  skel->rodata->self_pidns_dev = OwnPidNamespaceForBpf().dev;
+  skel->rodata->self_pidns_ino = OwnPidNamespaceForBpf().ino;
   skel->rodata->self_check_bytes = uint64_t{PERCPU_SELF_CHECK_SIZE} * kernel_.PossibleCpus();
   // bytes_alloc (5.19+) adds a memcg pointer per 4 bytes: 2 x the size on 64-bit kernels.
   skel->rodata->self_check_slack = 2 * uint64_t{PERCPU_SELF_CHECK_SIZE};

@@ -18,6 +18,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
 const volatile __u32 self_tgid = 0; /* kpathd's own reads are not counted */
+/* kpathd's pid namespace for kpath_current_is_self (0: the initial one's ids). */
+const volatile __u64 self_pidns_dev = 0;
+const volatile __u64 self_pidns_ino = 0;
 
 KPATH_KEYED_COUNTERS(slabinfo_reads, struct slabinfo_reader_key, struct slabinfo_reader_value, 1024)
 
@@ -29,7 +32,7 @@ struct {
 } slabinfo_events SEC(".maps");
 
 static __always_inline void count_reader(void) {
-  if ((__u32)(bpf_get_current_pid_tgid() >> 32) == self_tgid) {
+  if (kpath_current_is_self((__s32)self_tgid, self_pidns_dev, self_pidns_ino)) {
     /* kpathd's own open, its canary (SlabinfoReadersProbe::SelfTest): seen, not a reader. */
     __u32 key = SLABINFO_EVENT_SELF_OPEN;
     __u64* n = bpf_map_lookup_elem(&slabinfo_events, &key);

@@ -111,6 +111,8 @@ absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan) {
                                            slabinfo_readers_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
+  skel->rodata->self_pidns_dev = OwnPidNamespaceForBpf().dev;
+  skel->rodata->self_pidns_ino = OwnPidNamespaceForBpf().ino;
 
   std::vector<bpf_program*> chosen;
   std::vector<std::pair<std::string, int>> syscalls;
