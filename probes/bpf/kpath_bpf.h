@@ -85,6 +85,21 @@ static __always_inline void kpath_current_comm(char* comm, __u32 task_comm_offse
   kpath_task_comm(comm, kpath_current_task(task_comm_offset), task_comm_offset);
 }
 
+/* Whether the current task belongs to kpathd, whose process id in its own pid namespace is
+ * `self_tgid`: where user space found bpf_get_ns_current_pid_tgid (Linux 5.7+), it sets that
+ * namespace's nsfs device and inode (a container's kpathd sees other ids than the kernel's
+ * initial namespace); else (0) the initial namespace's id is compared. A helper call: for rare
+ * paths only. The branch not taken is never checked by the verifier (constants). */
+static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_dev,
+                                                  __u64 pidns_ino) {
+  if (pidns_ino) {
+    struct bpf_pidns_info ns = {};
+    if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) != 0) return false;
+    return (__s32)ns.tgid == self_tgid;
+  }
+  return (__s32)(bpf_get_current_pid_tgid() >> 32) == self_tgid;
+}
+
 /* Keyed counters, double-buffered so that user space can drain them exactly.
  *
  *   KPATH_KEYED_COUNTERS(name, struct my_key, struct my_value, 1024)

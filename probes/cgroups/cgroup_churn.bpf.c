@@ -17,6 +17,9 @@ char LICENSE[] SEC("license") = "GPL";
 /* Classic tracepoints: offsets of the `__data_loc char[] path` fields, from the format files. */
 const volatile __u32 tp_mkdir_path_offset = 0;
 const volatile __u32 tp_rmdir_path_offset = 0;
+/* Classic tracepoints: offsets of the `root` fields (the hierarchy id), 0 when absent. */
+const volatile __u32 tp_mkdir_root_offset = 0;
+const volatile __u32 tp_rmdir_root_offset = 0;
 /* From vmlinux BTF, or 0: task_struct.comm (see kpath_current_comm), and for tp_btf
  * cgroup.kn, kernfs_node.hash, cgroup.self.parent and cgroup_subsys_state.serial_nr: with all
  * four the tp_btf programs key a cgroup by its parent's serial number and its name's hash, loads
@@ -27,6 +30,10 @@ const volatile __u32 cgroup_kn_offset = 0;
 const volatile __u32 kn_hash_offset = 0;
 const volatile __u32 cgroup_parent_offset = 0;
 const volatile __u32 css_serial_offset = 0;
+/* From vmlinux BTF, or 0: cgroup.root and cgroup_root.hierarchy_id, the cgroup's hierarchy
+ * (cgroup_churn_path.hierarchy). */
+const volatile __u32 cgroup_root_offset = 0;
+const volatile __u32 root_hierarchy_id_offset = 0;
 
 /* 1024 keys per interval: the hash is drained every sampling interval, and only distinct
  * (process, path tail) pairs take an entry; more spill into the overflow slot ("other"). The
@@ -107,10 +114,17 @@ static __always_inline __u64 path_tail_key(struct cgroup_churn_scratch* s, const
   return hash ^ (hash >> 29);
 }
 
+/* A different key for each hierarchy: the same path made in several (cgroup v1) never shares a
+ * counter, and user space counts it once. */
+static __always_inline __u64 key_in_hierarchy(__u64 key, __u32 hierarchy) {
+  return hierarchy == CGROUP_CHURN_HIERARCHY_UNKNOWN ? key : key ^ ((__u64)hierarchy << 32);
+}
+
 /* Counts one event under (comm, path_key). Rarely (the key's first event in this interval on
- * this CPU), also sends the path tail: a string read and a hash insert. */
+ * this CPU), also sends the path tail and the hierarchy: a string read and a hash insert. */
 static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u64 path_key,
-                                             const char* path, __u32 truncated, bool rmdir) {
+                                             const char* path, __u32 truncated, __u32 hierarchy,
+                                             bool rmdir) {
   struct cgroup_churn_key key = {.path_key = path_key};
   kpath_current_comm(key.comm, task_comm_offset);
   __u32 buffer = churn_counts_buffer();
@@ -135,6 +149,7 @@ static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u
       }
     }
     record->truncated = truncated;
+    record->hierarchy = hierarchy;
     /* One branch per map: the verifier needs a constant map at each call. */
     if (buffer) {
       bpf_map_update_elem(&churn_paths_1, &path_key, record, BPF_NOEXIST);
@@ -149,13 +164,26 @@ static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u
   }
 }
 
-static __always_inline void count_cgroup_path(const char* path, bool rmdir) {
+static __always_inline void count_cgroup_path(const char* path, __u32 hierarchy, bool rmdir) {
   __u32 zero = 0;
   struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
   if (!s) return;
   __u32 truncated = 0;
-  __u64 path_key = path_tail_key(s, path, &truncated);
-  count_cgroup_key(s, path_key, path, truncated, rmdir);
+  __u64 path_key = key_in_hierarchy(path_tail_key(s, path, &truncated), hierarchy);
+  count_cgroup_key(s, path_key, path, truncated, hierarchy, rmdir);
+}
+
+/* The hierarchy of a cgroup that is not a BTF pointer (raw_tp): two reads at offsets from BTF,
+ * or unknown without them. */
+static __always_inline __u32 hierarchy_of_raw(const char* cgrp) {
+  if (!cgroup_root_offset || !root_hierarchy_id_offset) return CGROUP_CHURN_HIERARCHY_UNKNOWN;
+  const char* root = NULL;
+  __s32 id = 0;
+  if (bpf_probe_read_kernel(&root, sizeof(root), cgrp + cgroup_root_offset) != 0 ||
+      bpf_probe_read_kernel(&id, sizeof(id), root + root_hierarchy_id_offset) != 0) {
+    return CGROUP_CHURN_HIERARCHY_UNKNOWN;
+  }
+  return (__u32)id;
 }
 
 /* tp_btf: the cgroup is a BTF pointer. Its kernfs node's name hash (kernfs keeps one per node
@@ -163,8 +191,14 @@ static __always_inline void count_cgroup_path(const char* path, bool rmdir) {
  * are four loads, no string read. Siblings whose names share a 31-bit kernfs hash would share a
  * key: user space then labels both with the path sent first in that interval. */
 static __always_inline void count_cgroup_btf(const void* cgrp, const char* path, bool rmdir) {
+  /* Two loads: cgroup.root, cgroup_root.hierarchy_id. */
+  __u32 hierarchy = CGROUP_CHURN_HIERARCHY_UNKNOWN;
+  if (cgroup_root_offset && root_hierarchy_id_offset) {
+    const char* root = *(const char* const*)((const char*)cgrp + cgroup_root_offset);
+    hierarchy = (__u32) * (const __s32*)(root + root_hierarchy_id_offset);
+  }
   if (!cgroup_kn_offset || !kn_hash_offset || !cgroup_parent_offset || !css_serial_offset) {
-    count_cgroup_path(path, rmdir);
+    count_cgroup_path(path, hierarchy, rmdir);
     return;
   }
   __u32 zero = 0;
@@ -174,7 +208,10 @@ static __always_inline void count_cgroup_btf(const void* cgrp, const char* path,
   __u32 name_hash = *(const __u32*)(kn + kn_hash_offset);
   const char* parent = *(const char* const*)((const char*)cgrp + cgroup_parent_offset);
   __u64 parent_serial = *(const __u64*)(parent + css_serial_offset);
-  count_cgroup_key(s, (parent_serial * KPATH_HASH_MUL) ^ name_hash, path, 0, rmdir);
+  /* Top-level cgroups of different hierarchies have parents of the same serial number (their
+   * roots'): the hierarchy tells them apart. */
+  count_cgroup_key(s, key_in_hierarchy((parent_serial * KPATH_HASH_MUL) ^ name_hash, hierarchy),
+                   path, 0, hierarchy, rmdir);
 }
 
 SEC("tp_btf/cgroup_mkdir")
@@ -191,13 +228,13 @@ int BPF_PROG(cgroup_rmdir_tp_btf, struct cgroup* cgrp, const char* path) {
 
 SEC("raw_tp/cgroup_mkdir")
 int BPF_PROG(cgroup_mkdir_raw_tp, struct cgroup* cgrp, const char* path) {
-  count_cgroup_path(path, false);
+  count_cgroup_path(path, hierarchy_of_raw((const char*)cgrp), false);
   return 0;
 }
 
 SEC("raw_tp/cgroup_rmdir")
 int BPF_PROG(cgroup_rmdir_raw_tp, struct cgroup* cgrp, const char* path) {
-  count_cgroup_path(path, true);
+  count_cgroup_path(path, hierarchy_of_raw((const char*)cgrp), true);
   return 0;
 }
 
@@ -208,14 +245,22 @@ static __always_inline const char* tp_data_loc_string(void* ctx, __u32 field_off
   return (const char*)ctx + (loc & 0xffff);
 }
 
+/* The `root` field: the hierarchy id (an int). */
+static __always_inline __u32 tp_hierarchy(void* ctx, __u32 root_offset) {
+  if (!root_offset) return CGROUP_CHURN_HIERARCHY_UNKNOWN;
+  return (__u32)kpath_tp_field(ctx, root_offset, sizeof(__s32));
+}
+
 SEC("tp/cgroup/cgroup_mkdir")
 int cgroup_mkdir_tracepoint(void* ctx) {
-  count_cgroup_path(tp_data_loc_string(ctx, tp_mkdir_path_offset), false);
+  count_cgroup_path(tp_data_loc_string(ctx, tp_mkdir_path_offset),
+                    tp_hierarchy(ctx, tp_mkdir_root_offset), false);
   return 0;
 }
 
 SEC("tp/cgroup/cgroup_rmdir")
 int cgroup_rmdir_tracepoint(void* ctx) {
-  count_cgroup_path(tp_data_loc_string(ctx, tp_rmdir_path_offset), true);
+  count_cgroup_path(tp_data_loc_string(ctx, tp_rmdir_path_offset),
+                    tp_hierarchy(ctx, tp_rmdir_root_offset), true);
   return 0;
 }

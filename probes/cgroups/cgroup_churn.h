@@ -38,8 +38,14 @@ struct cgroup_churn_path {
   char tail[CGROUP_CHURN_TAIL_LEN]; /* NUL-terminated, zero-padded */
   /* 1: the path was longer than the tail, whose first component is then cut. */
   __u32 truncated;
-  __u32 pad;
+  /* The cgroup's hierarchy (cgroup_root.hierarchy_id: 0 is the unified v2 hierarchy, v1
+   * hierarchies count from 1), or CGROUP_CHURN_HIERARCHY_UNKNOWN. On cgroup v1 one unit start
+   * makes the same path in several hierarchies: user space counts it once (the most made in any
+   * one hierarchy). The key holds the hierarchy too, so these never share a counter. */
+  __u32 hierarchy;
 };
+
+#define CGROUP_CHURN_HIERARCHY_UNKNOWN 0xffffffffu
 
 /* Per-CPU scratch (too big for the BPF stack): the path's first bytes (or its tail), the record
  * sent to user space, and, for long paths, the whole path. */

@@ -7,13 +7,21 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <random>
+
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 #include "cgroup_churn.skel.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn.h"
+#include "probes/cgroups/cgroup_files.h"
 #include "probes/cgroups/cgroups_metrics.h"
 #include "probes/collect/bpf_maps.h"
 #include "probes/collect/label_values.h"
+#include "probes/kernel/host_paths.h"
 #include "probes/kernel/systemd_unit.h"
 #include "spdlog/spdlog.h"
 
@@ -143,8 +151,13 @@ CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan&
   DirectReads reads;
   if (!kernel_.HasVmlinuxBtf()) return reads;
   reads.task_comm = kernel_.Layout().Task().comm.value_or(0);
+  const CgroupLayout& cgroup = kernel_.Layout().Cgroup();
+  if (cgroup.has_hierarchy()) {
+    reads.cgroup_root = *cgroup.cgroup_root;
+    reads.root_hierarchy_id = *cgroup.root_hierarchy_id;
+  }
   if (plan.mechanism != Mechanism::kTpBtf) return reads;  // only tp_btf has the cgroup as BTF
-  if (const CgroupLayout& cgroup = kernel_.Layout().Cgroup(); cgroup.complete()) {
+  if (cgroup.complete()) {
     reads.cgroup_kn = *cgroup.cgroup_kn;
     reads.kn_hash = *cgroup.kernfs_node_hash;
     reads.cgroup_parent = *cgroup.cgroup_parent;
@@ -195,6 +208,12 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
         }
         (event == kMkdirEvent ? skel->rodata->tp_mkdir_path_offset
                               : skel->rodata->tp_rmdir_path_offset) = path->offset;
+        // The hierarchy id, an int since the field came (4.13); without it every hierarchy
+        // counts.
+        if (const TracepointField* root = format->Find("root"); root && root->size == 4) {
+          (event == kMkdirEvent ? skel->rodata->tp_mkdir_root_offset
+                                : skel->rodata->tp_rmdir_root_offset) = root->offset;
+        }
       }
       mkdir_prog = skel->progs.cgroup_mkdir_tracepoint;
       rmdir_prog = skel->progs.cgroup_rmdir_tracepoint;
@@ -210,6 +229,8 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
   skel->rodata->kn_hash_offset = reads.kn_hash;
   skel->rodata->cgroup_parent_offset = reads.cgroup_parent;
   skel->rodata->css_serial_offset = reads.css_serial;
+  skel->rodata->cgroup_root_offset = reads.cgroup_root;
+  skel->rodata->root_hierarchy_id_offset = reads.root_hierarchy_id;
   if (int err = cgroup_churn_bpf__load(skel.get()); err) {
     load_failed = true;
     return LibbpfError("load", err);
@@ -222,7 +243,7 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
   paths_fd_[0] = bpf_map__fd(skel->maps.churn_paths_0);
   paths_fd_[1] = bpf_map__fd(skel->maps.churn_paths_1);
   key_source_ = reads.cgroup_kn != 0 ? "parent serial and kernfs name hash" : "path tail hash";
-  units_.clear();
+  paths_.clear();
   counts_ = *std::move(counts);
   skel_ = std::move(skel);
   return absl::OkStatus();
@@ -235,18 +256,23 @@ void CgroupChurnProbe::Detach() {
   paths_fd_[0] = paths_fd_[1] = -1;
 }
 
-const std::string* CgroupChurnProbe::UnitOf(uint64_t path_key, uint32_t buffer) {
+const CgroupChurnProbe::PathInfo* CgroupChurnProbe::PathOf(uint64_t path_key, uint32_t buffer) {
   // The path sent with this interval's counts, else the last one known for the key.
   cgroup_churn_path path;
   if (bpf_map_lookup_elem(paths_fd_[buffer & 1], &path_key, &path) == 0) {
     // Bounded: transient cgroups bring new keys without end; live ones are sent again.
-    if (units_.size() >= 65536) units_.clear();
-    std::string& unit = units_[path_key];
-    unit = CgroupChurnUnit(path);
-    return &unit;
+    if (paths_.size() >= 65536) paths_.clear();
+    PathInfo& info = paths_[path_key];
+    info.unit = CgroupChurnUnit(path);
+    info.hierarchy = path.hierarchy;
+    std::string_view tail(path.tail, strnlen(path.tail, sizeof(path.tail)));
+    info.canary =
+        !canary_name_.empty() && tail.ends_with(canary_name_) &&
+        (tail.size() == canary_name_.size() || tail[tail.size() - canary_name_.size() - 1] == '/');
+    return &info;
   }
-  auto it = units_.find(path_key);
-  return it != units_.end() ? &it->second : nullptr;
+  auto it = paths_.find(path_key);
+  return it != paths_.end() ? &it->second : nullptr;
 }
 
 void CgroupChurnProbe::EmptyPaths(uint32_t buffer) {
@@ -262,8 +288,14 @@ void CgroupChurnProbe::EmptyPaths(uint32_t buffer) {
   for (uint64_t k : keys) bpf_map_delete_elem(fd, &k);
 }
 
-absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
+absl::Status CgroupChurnProbe::DrainCounts() {
   if (!skel_ || !counts_) return absl::FailedPreconditionError("probe not attached");
+  // {comm, unit} -> hierarchy -> {mkdirs, rmdirs} of this drain. On cgroup v1 one unit start
+  // makes its cgroup in every hierarchy systemd (or a container runtime) uses: counted once, as
+  // the most made in any one hierarchy. Elsewhere (cgroup v2, a process making memory cgroups
+  // only) there is one hierarchy and nothing changes.
+  using Sums = std::array<uint64_t, 2>;
+  std::map<std::vector<std::string>, std::map<uint32_t, Sums>> by_hierarchy;
   absl::Status drained = counts_->Drain([&](const void* key, std::span<const uint64_t> sums) {
     if (!key) {
       // The hash was full this interval: counted, without labels.
@@ -272,15 +304,114 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
       return;
     }
     const auto* k = static_cast<const cgroup_churn_key*>(key);
-    if (const std::string* unit = UnitOf(k->path_key, counts_->last_drained())) {
-      churn_.Add({CommOf(*k), *unit}, sums);
+    const PathInfo* info = PathOf(k->path_key, counts_->last_drained());
+    if (info && info->canary) {  // kpathd's own scratch cgroup: seen, not counted
+      for (size_t i = 0; i < sums.size() && i < 2; ++i) canary_counts_[i] += sums[i];
       return;
     }
-    // The tail never reached user space (its map was full): counted, without the unit.
-    churn_.Add({CommOf(*k), std::string(FoldedCounters::kOther)}, sums);
-    for (uint64_t n : sums) unlabelled_ += n;
+    if (!info) {
+      // The tail never reached user space (its map was full): counted, without the unit.
+      churn_.Add({CommOf(*k), std::string(FoldedCounters::kOther)}, sums);
+      for (uint64_t n : sums) unlabelled_ += n;
+      return;
+    }
+    Sums& into = by_hierarchy[{CommOf(*k), info->unit}][info->hierarchy];
+    for (size_t i = 0; i < sums.size() && i < into.size(); ++i) into[i] += sums[i];
   });
   if (drained.ok()) EmptyPaths(counts_->last_drained());
+  // Counted: the most made (removed) in any one hierarchy since the pair was first seen, so
+  // that a unit start whose mkdirs fall on both sides of a drain still counts once.
+  ++drains_;
+  for (const auto& [labels, hierarchies] : by_hierarchy) {
+    HierarchyTotals& totals = hierarchy_totals_[labels];
+    totals.last_drain = drains_;
+    std::array<uint64_t, 2> most = {0, 0};
+    for (const auto& [hierarchy, sums] : hierarchies) {
+      std::array<uint64_t, 2>& total = totals.by_hierarchy[hierarchy];
+      for (size_t i = 0; i < most.size(); ++i) {
+        total[i] += sums[i];
+        most[i] = std::max(most[i], total[i]);
+      }
+    }
+    std::array<uint64_t, 2> delta = {0, 0};
+    for (size_t i = 0; i < most.size(); ++i) {
+      delta[i] = most[i] - std::min(most[i], totals.counted[i]);
+      totals.counted[i] = std::max(totals.counted[i], most[i]);
+    }
+    churn_.Add(labels, delta);
+  }
+  // Bounded: a pair quiet for kHierarchyMemory drains has every hierarchy caught up (a unit
+  // start's cgroups are made within milliseconds); it starts again from zero if it comes back.
+  std::erase_if(hierarchy_totals_, [&](const auto& entry) {
+    return entry.second.last_drain + kHierarchyMemory < drains_;
+  });
+  return drained;
+}
+
+void CgroupChurnProbe::FindCanaryDirectory() {
+  if (canary_looked_up_) return;
+  canary_looked_up_ = true;
+  // Unique to this kpathd: a tail the programs send, recognised in DrainCounts.
+  canary_name_ = fmt::format("kpathd-canary-{}-{:08x}", getpid(), std::random_device{}());
+  // kpathd's own cgroup, in the live kernel whatever --sysfs-root says: the canary is made there.
+  absl::StatusOr<std::string> membership = ReadFileToString("/proc/self/cgroup");
+  absl::StatusOr<std::string> mountinfo = ReadFileToString("/proc/self/mountinfo");
+  absl::StatusOr<std::vector<CgroupMount>> mounts =
+      mountinfo.ok() ? ParseCgroupMounts(*mountinfo) : mountinfo.status();
+  std::optional<std::string> own;
+  if (membership.ok() && mounts.ok()) own = OwnCgroupDirectory(*membership, *mounts);
+  if (!own) {
+    no_canary_why_ = "kpathd's own cgroup is not under a cgroup file system it sees";
+  } else {
+    // systemd owns the cgroups of its units; a unit may make cgroups under its own only when it
+    // is delegated (Delegate=yes), which systemd marks with this attribute (systemd 251+).
+    char value[8] = {};
+    const bool delegated =
+        getxattr(own->c_str(), "trusted.delegate", value, sizeof(value) - 1) == 1 ||
+        getxattr(own->c_str(), "user.delegate", value, sizeof(value) - 1) == 1;
+    const bool under_systemd = access("/run/systemd/system", F_OK) == 0;
+    if (under_systemd && !(delegated && value[0] == '1')) {
+      no_canary_why_ =
+          fmt::format("systemd did not delegate kpathd's cgroup {} (Delegate=yes)", *own);
+    } else {
+      canary_dir_ = *own;
+    }
+  }
+  if (!canary_dir_) spdlog::info("probe {}: no self-test: {}", kName, no_canary_why_);
+}
+
+std::optional<absl::Status> CgroupChurnProbe::SelfTest() {
+  if (!skel_ || !counts_) return absl::FailedPreconditionError("not attached");
+  FindCanaryDirectory();
+  if (!canary_dir_) return std::nullopt;
+  const std::string dir = *canary_dir_ + "/" + canary_name_;
+  const uint64_t before[2] = {canary_counts_[0], canary_counts_[1]};
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    const int err = errno;
+    if (err == EROFS || err == EACCES || err == EPERM) {
+      // A sandbox (the shipped unit's ProtectControlGroups=yes) or a container's read-only
+      // cgroup file system: no canary here, which is not the probe's fault.
+      no_canary_why_ = fmt::format("cannot make a cgroup in {}: {}", *canary_dir_, strerror(err));
+      canary_dir_.reset();
+      spdlog::info("probe {}: no self-test: {}", kName, no_canary_why_);
+      return std::nullopt;
+    }
+    return absl::UnavailableError(
+        fmt::format("could not make the canary cgroup {}: {}", dir, strerror(err)));
+  }
+  if (rmdir(dir.c_str()) != 0) {
+    return absl::InternalError(
+        fmt::format("could not remove the canary cgroup {}: {}", dir, strerror(errno)));
+  }
+  if (absl::Status drained = DrainCounts(); !drained.ok()) return drained;
+  if (canary_counts_[0] > before[0] && canary_counts_[1] > before[1]) return absl::OkStatus();
+  return CanaryNotSeen(fmt::format("kpathd's own mkdir and rmdir of {} (seen {} and {})", dir,
+                                   canary_counts_[0] - before[0], canary_counts_[1] - before[1]));
+}
+
+absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
+  if (!skel_ || !counts_) return absl::FailedPreconditionError("probe not attached");
+  absl::Status drained = DrainCounts();
   // A failed drain leaves the counts in the kernel for the next one; the interval still ends.
   churn_.EndInterval();
   if (!drained.ok()) return drained;

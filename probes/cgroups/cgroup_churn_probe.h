@@ -6,6 +6,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,12 @@ class CgroupChurnProbe final : public BpfProbe {
   ~CgroupChurnProbe() override;
 
   absl::Status Collect(MetricFamilies& out) override;
+  // Canary: kpathd makes and removes a scratch cgroup under its own (CgroupCanaryParent) and
+  // checks that the programs counted both; its counts stay out of the metrics. nullopt when
+  // kpathd may not make a cgroup there (systemd owns the cgroup and did not delegate it, or the
+  // cgroup file system is read-only to kpathd, as under the shipped unit's
+  // ProtectControlGroups=yes): the canary cannot be made without weakening the sandbox.
+  std::optional<absl::Status> SelfTest() override;
   void SetLabelLimits(const LabelLimits& limits) override;
   // On config reload; samples outside the new window are dropped at once.
   void SetChurnWindow(absl::Duration window) { mkdir_rate_.SetWindow(window); }
@@ -93,17 +100,47 @@ class CgroupChurnProbe final : public BpfProbe {
     uint32_t kn_hash = 0;
     uint32_t cgroup_parent = 0;
     uint32_t css_serial = 0;
+    uint32_t cgroup_root = 0;
+    uint32_t root_hierarchy_id = 0;
   };
   DirectReads DirectReadsFor(const AttachPlan& plan);
   // Loads and attaches `plan`; on a failed load (not a failed attach) sets `load_failed`.
   absl::Status AttachWith(const AttachPlan& plan, const DirectReads& reads, bool& load_failed);
-  // The unit label of a path key counted in `buffer`: from the path sent with it, else the last
-  // one known for the key; null if none.
-  const std::string* UnitOf(uint64_t path_key, uint32_t buffer);
+  // What a path key stands for.
+  struct PathInfo {
+    std::string unit;
+    uint32_t hierarchy = 0;  // cgroup_churn_path.hierarchy
+    bool canary = false;     // kpathd's own scratch cgroup (SelfTest)
+  };
+  // The path key counted in `buffer`: from the path sent with it, else the last one known for
+  // the key; null if none.
+  const PathInfo* PathOf(uint64_t path_key, uint32_t buffer);
   void EmptyPaths(uint32_t buffer);
+  // Finds where the canary's scratch cgroup goes (once): canary_dir_, or no_canary_why_.
+  void FindCanaryDirectory();
+  // Drains the kernel's counts into churn_ (the canary's into canary_counts_), each unit start
+  // once however many hierarchies it made its cgroup in.
+  absl::Status DrainCounts();
 
-  // The last unit of each path key seen; emptied when it grows past a bound.
-  std::unordered_map<uint64_t, std::string> units_;
+  // The last path of each path key seen; emptied when it grows past a bound.
+  std::unordered_map<uint64_t, PathInfo> paths_;
+  // The canary: the scratch cgroup's name, its directory (empty: no canary here, and why), and
+  // the mkdirs and rmdirs of it the programs counted.
+  std::string canary_name_;
+  std::optional<std::string> canary_dir_;
+  std::string no_canary_why_;
+  // Per {comm, unit}: mkdirs and rmdirs made in each hierarchy and the most counted so far
+  // (DrainCounts), kept while the pair is active.
+  struct HierarchyTotals {
+    std::map<uint32_t, std::array<uint64_t, 2>> by_hierarchy;
+    std::array<uint64_t, 2> counted = {0, 0};
+    uint64_t last_drain = 0;
+  };
+  static constexpr uint64_t kHierarchyMemory = 12;
+  std::map<std::vector<std::string>, HierarchyTotals> hierarchy_totals_;
+  uint64_t drains_ = 0;
+  bool canary_looked_up_ = false;
+  uint64_t canary_counts_[2] = {0, 0};
   std::string key_source_;  // how the programs key paths, for the log and state
 
   FoldedCounters churn_;     // {comm, unit} -> {mkdirs, rmdirs}

@@ -181,4 +181,52 @@ absl::StatusOr<std::vector<CgroupMount>> ParseCgroupMounts(std::string_view moun
   return out;
 }
 
+std::optional<std::string> OwnCgroupDirectory(std::string_view proc_pid_cgroup,
+                                              const std::vector<CgroupMount>& mounts) {
+  // "hierarchy-id:controllers:path"; the v2 line is "0::path".
+  struct Membership {
+    std::string controllers;
+    std::string path;
+  };
+  std::vector<Membership> lines;
+  for (std::string_view line : text::Split(proc_pid_cgroup, '\n')) {
+    // The path may hold ':' itself: split at the first two only.
+    size_t first = line.find(':');
+    size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    lines.push_back({std::string(line.substr(first + 1, second - first - 1)),
+                     std::string(line.substr(second + 1))});
+  }
+  auto directory = [&](const Membership& m, int version) -> std::optional<std::string> {
+    for (const CgroupMount& mount : mounts) {
+      if (mount.version != version) continue;
+      if (version == 1) {
+        bool same = true;
+        for (std::string_view c : text::Split(m.controllers, ',')) same &= mount.HasOption(c);
+        if (!same) continue;
+      }
+      std::string_view root = mount.root == "/" ? "" : mount.root;
+      if (!m.path.starts_with(root) ||
+          (m.path.size() > root.size() && m.path[root.size()] != '/')) {
+        continue;
+      }
+      std::string rest = m.path.substr(root.size());
+      return rest.empty() || rest == "/" ? mount.mount_point : mount.mount_point + rest;
+    }
+    return std::nullopt;
+  };
+  for (const Membership& m : lines) {
+    if (!m.controllers.empty()) continue;
+    if (std::optional<std::string> dir = directory(m, 2)) return dir;
+  }
+  for (const Membership& m : lines) {
+    if (m.controllers != "name=systemd") continue;
+    if (std::optional<std::string> dir = directory(m, 1)) return dir;
+  }
+  for (const Membership& m : lines) {
+    if (std::optional<std::string> dir = directory(m, 1)) return dir;
+  }
+  return std::nullopt;
+}
+
 }  // namespace kpath

@@ -55,4 +55,11 @@ struct CgroupMount {
 // line, for a line too short to be a mountinfo line.
 absl::StatusOr<std::vector<CgroupMount>> ParseCgroupMounts(std::string_view mountinfo);
 
+// The directory of a process's own cgroup (from its /proc/PID/cgroup text) in the hierarchy that
+// tracks processes: the unified v2 one when it is mounted, else the v1 `name=systemd` one, else
+// the first mounted v1 hierarchy; through a mount that shows it (its root a prefix of the
+// path). nullopt if none does.
+std::optional<std::string> OwnCgroupDirectory(std::string_view proc_pid_cgroup,
+                                              const std::vector<CgroupMount>& mounts);
+
 }  // namespace kpath

@@ -1,5 +1,7 @@
 #include "probes/collect/bpf_maps.h"
 
+#include <sys/stat.h>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -78,6 +80,21 @@ MappedArray& MappedArray::operator=(MappedArray&& other) noexcept {
 
 MappedArray::~MappedArray() {
   if (data_) munmap(data_, bytes_);
+}
+
+OwnPidNamespace OwnPidNamespaceForBpf() {
+  static const OwnPidNamespace ns = [] {
+    OwnPidNamespace found;
+    struct stat st {};
+    if (libbpf_probe_bpf_helper(BPF_PROG_TYPE_TRACEPOINT, BPF_FUNC_get_ns_current_pid_tgid,
+                                nullptr) == 1 &&
+        stat("/proc/self/ns/pid", &st) == 0) {
+      found.dev = st.st_dev;
+      found.ino = st.st_ino;
+    }
+    return found;
+  }();
+  return ns;
 }
 
 }  // namespace kpath

@@ -53,6 +53,15 @@ absl::StatusOr<std::vector<T>> ReadPerCpu(int map_fd, const Key& key, std::strin
 }
 
 // A per-CPU counter: the key's values summed over CPUs.
+// kpathd's pid namespace as bpf_get_ns_current_pid_tgid takes it (the nsfs device and inode of
+// /proc/self/ns/pid), for kpath_current_is_self (kpath_bpf.h); zeros where the kernel lacks the
+// helper (before 5.7): the programs then compare ids of the initial namespace.
+struct OwnPidNamespace {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+};
+OwnPidNamespace OwnPidNamespaceForBpf();
+
 absl::StatusOr<uint64_t> SumPerCpu(int map_fd, uint32_t key, std::string_view step);
 
 // A read-only mmap of a BPF array map created with BPF_F_MMAPABLE; unmapped when destroyed.

@@ -52,6 +52,21 @@ absl::Status BpfProbe::AttachAndRemember(std::span<bpf_program* const> programs,
   return absl::OkStatus();
 }
 
+absl::Status BpfProbe::CanaryCounted(int map_fd, uint32_t key, std::string_view canary,
+                                     const std::function<absl::Status()>& cause) const {
+  absl::StatusOr<uint64_t> before = SumPerCpu(map_fd, key, "read the canary counter");
+  if (!before.ok()) return before.status();
+  if (absl::Status s = cause(); !s.ok()) return s;
+  absl::StatusOr<uint64_t> after = SumPerCpu(map_fd, key, "read the canary counter");
+  if (!after.ok()) return after.status();
+  return *after > *before ? absl::OkStatus() : CanaryNotSeen(canary);
+}
+
+absl::Status BpfProbe::CanaryNotSeen(std::string_view canary) const {
+  return absl::NotFoundError(fmt::format("{} did not reach the {} programs ({})", canary,
+                                         MechanismName(state_.mechanism), state_.detail));
+}
+
 void BpfProbe::ListPrograms(std::initializer_list<bpf_program*> programs) {
   for (bpf_program* prog : programs) {
     if (prog) programs_.push_back({state_.probe, bpf_program__name(prog), bpf_program__fd(prog)});

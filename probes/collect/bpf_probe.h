@@ -4,6 +4,7 @@
 // each, how it loads and attaches one, and how it reads its maps into metrics.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -57,6 +58,15 @@ class BpfProbe : public Collector, public AttachableProbe {
     return AttachAndRemember(std::span<bpf_program* const>(programs.begin(), programs.size()), plan,
                              step);
   }
+  // A self-test of a counter the programs keep for kpathd's own events: runs `cause` (kpathd
+  // makes one event the probe watches) and checks that the per-CPU counter `key` of `map_fd`
+  // rose across it. Ok when it did; cause's error when the event could not be made; else a
+  // NotFound naming `canary` and what is attached.
+  absl::Status CanaryCounted(int map_fd, uint32_t key, std::string_view canary,
+                             const std::function<absl::Status()>& cause) const;
+  // The NotFound of a canary that did not arrive: names it and what is attached.
+  absl::Status CanaryNotSeen(std::string_view canary) const;
+
   // Keeps `link` until Detach.
   void Remember(bpf_link* link) { links_.emplace_back(link); }
   // Lists `programs` (null ones skipped) in Programs(), after those listed before.
@@ -70,6 +80,10 @@ class BpfProbe : public Collector, public AttachableProbe {
   std::string status_;  // the STATUS= fragment
 
  private:
+  // Integration tests drop a probe's links and keep its maps, as another tool detaching
+  // kpathd's programs would, to see its self-test fail.
+  friend struct BpfProbeLinksForTest;
+
   std::string_view name_;
 };
 

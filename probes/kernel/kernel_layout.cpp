@@ -24,6 +24,8 @@ const CgroupLayout& KernelLayout::Cgroup() {
         .kernfs_node_hash = kernel_.BtfMemberOffset("kernfs_node", "hash"),
         .cgroup_parent = std::nullopt,
         .css_serial_nr = kernel_.BtfMemberOffset("cgroup_subsys_state", "serial_nr"),
+        .cgroup_root = kernel_.BtfMemberOffset("cgroup", "root"),
+        .root_hierarchy_id = kernel_.BtfMemberOffset("cgroup_root", "hierarchy_id"),
     };
     std::optional<uint32_t> self = kernel_.BtfMemberOffset("cgroup", "self");
     std::optional<uint32_t> parent = kernel_.BtfMemberOffset("cgroup_subsys_state", "parent");

@@ -34,6 +34,10 @@ struct CgroupLayout {
   std::optional<uint32_t> kernfs_node_hash;  // kernfs_node.hash
   std::optional<uint32_t> cgroup_parent;     // cgroup.self + cgroup_subsys_state.parent
   std::optional<uint32_t> css_serial_nr;     // cgroup_subsys_state.serial_nr
+  // The hierarchy (cgroup v1 mounts one per controller set; 0 is the unified v2 one).
+  std::optional<uint32_t> cgroup_root;        // cgroup.root
+  std::optional<uint32_t> root_hierarchy_id;  // cgroup_root.hierarchy_id
+  bool has_hierarchy() const { return cgroup_root && root_hierarchy_id; }
   bool complete() const { return cgroup_kn && kernfs_node_hash && cgroup_parent && css_serial_nr; }
 };
 

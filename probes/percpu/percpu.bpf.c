@@ -40,6 +40,14 @@ const volatile __u32 task_comm_offset = 0;
  * runs: those go straight to the table's spill part, to leave the hot part to churn. */
 const volatile __u32 task_tgid_offset = 0;
 const volatile __s32 self_tgid = 0;
+/* kpathd's canary: bytes from self_check_bytes to self_check_bytes + self_check_slack (per-CPU
+ * size PERCPU_SELF_CHECK_SIZE x possible CPUs, plus the memcg pointers bytes_alloc may add) by
+ * self_tgid. 0: no canary. */
+const volatile __u64 self_check_bytes = 0;
+const volatile __u64 self_check_slack = 0;
+/* kpathd's pid namespace for kpath_current_is_self (0: the initial one's ids). */
+const volatile __u64 self_pidns_dev = 0;
+const volatile __u64 self_pidns_ino = 0;
 
 /* 512 keys per interval: per-CPU hashes preallocate entries x CPUs x 16 bytes of Percpu memory
  * (1 MiB for both buffers of both maps on a 64-CPU host); keys beyond it are counted as "other".
@@ -107,6 +115,12 @@ static __always_inline __u64 caller_from_stack(void* ctx) {
 }
 
 static __always_inline void count_alloc(const char* task, __u64 caller, __u64 bytes) {
+  /* kpathd's canary: seen, and counted as the allocation it is (kpathd's own allocations always
+   * were). In this order, so that other allocations pay one subtraction and one comparison. */
+  if (bytes - self_check_bytes <= self_check_slack && self_check_bytes &&
+      kpath_current_is_self(self_tgid, self_pidns_dev, self_pidns_ino)) {
+    count_event(PERCPU_EVENT_SELF_CHECK);
+  }
   struct percpu_alloc_key key = {.caller = caller};
   kpath_task_comm(key.comm, task, task_comm_offset);
   bool created = false;

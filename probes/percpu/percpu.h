@@ -37,7 +37,13 @@ enum percpu_event {
   PERCPU_EVENT_LIVE_MAP_FULL = 0, /* allocation not tracked: its free cannot be matched */
   PERCPU_EVENT_UNTRACKED_FREE,    /* free of memory allocated before kpathd or not tracked */
   PERCPU_EVENT_STACK_ERROR,       /* no stack id: caller unknown */
+  PERCPU_EVENT_SELF_CHECK,        /* kpathd's own canary allocation, seen (also counted) */
   PERCPU_EVENT_MAX,
 };
+
+/* kpathd's canary (PercpuAllocProbe::SelfTest): a per-CPU array map of one value of this many
+ * bytes, created and closed, which allocates exactly this much per CPU. An unusual size, so that
+ * the BPF side's first comparison rarely matches another allocation. */
+#define PERCPU_SELF_CHECK_SIZE 4664
 
 #endif

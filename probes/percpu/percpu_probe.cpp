@@ -12,6 +12,7 @@
 
 #include "fmt/format.h"
 #include "percpu.skel.h"
+#include "probes/collect/bpf_maps.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/human_units.h"
 #include "probes/collect/label_values.h"
@@ -254,9 +255,15 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
     skel->rodata->task_comm_offset = comm.value_or(0);
     if (comm && tgid) {  // the task pointer comes with the comm offset
       skel->rodata->task_tgid_offset = *tgid;
-      skel->rodata->self_tgid = getpid();
     }
   }
+  // The canary (SelfTest) is kpathd's: by its process id and the bytes of its allocation.
+  skel->rodata->self_tgid = getpid();
+  skel->rodata->self_pidns_dev = OwnPidNamespaceForBpf().dev;
+  skel->rodata->self_pidns_ino = OwnPidNamespaceForBpf().ino;
+  skel->rodata->self_check_bytes = uint64_t{PERCPU_SELF_CHECK_SIZE} * kernel_.PossibleCpus();
+  // bytes_alloc (5.19+) adds a memcg pointer per 4 bytes: 2 x the size on 64-bit kernels.
+  skel->rodata->self_check_slack = 2 * uint64_t{PERCPU_SELF_CHECK_SIZE};
   // Only the maps of the chosen way get their size; the others shrink to one entry. The table's
   // spill part has at least twice as many slots as allocations tracked, so that it stays at
   // most half full and probe sequences short (2^26 slots of 16 bytes at most).
@@ -435,6 +442,27 @@ void PercpuAllocProbe::SumLiveBalance() {
     }
     if (index != 0 || held != 0) outstanding_[CallerName(caller)] += held;
   }
+}
+
+std::optional<absl::Status> PercpuAllocProbe::SelfTest() {
+  if (!skel_) return absl::FailedPreconditionError("not attached");
+  return CanaryCounted(
+      bpf_map__fd(skel_->maps.events), PERCPU_EVENT_SELF_CHECK,
+      fmt::format("kpathd's own per-CPU allocation ({} bytes per CPU: a per-CPU array map)",
+                  PERCPU_SELF_CHECK_SIZE),
+      [] {
+        // One value: one per-CPU allocation of PERCPU_SELF_CHECK_SIZE bytes, made in the bpf()
+        // call by this thread, freed when the map goes. It needs CAP_BPF, which kpathd keeps
+        // while a BPF probe is configured.
+        int fd = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "kpath_canary", sizeof(uint32_t),
+                                PERCPU_SELF_CHECK_SIZE, 1, nullptr);
+        if (fd < 0) {
+          return absl::UnavailableError(
+              fmt::format("could not create the canary's per-CPU array map: {}", strerror(errno)));
+        }
+        close(fd);
+        return absl::OkStatus();
+      });
 }
 
 absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {

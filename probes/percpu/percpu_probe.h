@@ -60,6 +60,9 @@ class PercpuAllocProbe final : public BpfProbe {
   // Refreshes kallsyms (for callers' names), then attaches.
   absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
+  // Canary: kpathd creates a per-CPU array map (one allocation of PERCPU_SELF_CHECK_SIZE bytes
+  // per CPU) and checks that the programs saw its process make it.
+  std::optional<absl::Status> SelfTest() override;
   void SetLabelLimits(const LabelLimits& limits) override;
   std::vector<AttachPlan> Plans() const override;
   absl::Status Supported(const AttachPlan& plan) override;

@@ -11,4 +11,10 @@ struct slabinfo_reader_value {
   __u64 opens;
 };
 
+/* Per-CPU counters (array map `slabinfo_events`). */
+enum slabinfo_event {
+  SLABINFO_EVENT_SELF_OPEN = 0, /* kpathd's own open (its canary): seen, not counted as a reader */
+  SLABINFO_EVENT_MAX,
+};
+
 #endif

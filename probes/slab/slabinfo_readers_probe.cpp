@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <linux/types.h>
 #include <unistd.h>
 
@@ -110,6 +111,8 @@ absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan) {
                                            slabinfo_readers_bpf__destroy);
   if (!skel) return LibbpfError("open", errno);
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
+  skel->rodata->self_pidns_dev = OwnPidNamespaceForBpf().dev;
+  skel->rodata->self_pidns_ino = OwnPidNamespaceForBpf().ino;
 
   std::vector<bpf_program*> chosen;
   std::vector<std::pair<std::string, int>> syscalls;
@@ -155,6 +158,25 @@ void SlabinfoReadersProbe::Detach() {
 
 void SlabinfoReadersProbe::SetLabelLimits(const LabelLimits& labels) {
   readers_.SetTopN({static_cast<size_t>(labels.comm)});
+}
+
+std::optional<absl::Status> SlabinfoReadersProbe::SelfTest() {
+  if (!skel_) return absl::FailedPreconditionError("not attached");
+  return CanaryCounted(bpf_map__fd(skel_->maps.slabinfo_events), SLABINFO_EVENT_SELF_OPEN,
+                       "kpathd's own open of /proc/slabinfo", [] {
+                         // The absolute path the syscall tracepoints recognise, from the stack: a
+                         // page the process has touched, readable at syscall entry. Opened, never
+                         // read: the read is what walks the slabs with IRQs off. The running
+                         // kernel's file, whatever --procfs-root says.
+                         char path[] = "/proc/slabinfo";
+                         int fd = open(path, O_RDONLY | O_CLOEXEC);
+                         if (fd < 0) {
+                           return absl::UnavailableError(
+                               fmt::format("could not open {}: {}", path, strerror(errno)));
+                         }
+                         close(fd);
+                         return absl::OkStatus();
+                       });
 }
 
 absl::Status SlabinfoReadersProbe::Collect(MetricFamilies& out) {

@@ -35,6 +35,9 @@ class SlabinfoReadersProbe final : public BpfProbe {
   ~SlabinfoReadersProbe() override;
 
   absl::Status Collect(MetricFamilies& out) override;
+  // Canary: kpathd opens /proc/slabinfo (no read) and checks that the programs saw its process
+  // do it (counted apart, never as a reader).
+  std::optional<absl::Status> SelfTest() override;
   void SetLabelLimits(const LabelLimits& labels) override;
   std::vector<AttachPlan> Plans() const override;
   absl::Status Supported(const AttachPlan& plan) override;

@@ -15,12 +15,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "probes/cgroups/cgroup_files.h"
 #include "support/expected_mechanisms.h"
 #include "support/exposition.h"
 #include "support/kpathd_process.h"
@@ -137,6 +139,25 @@ MemoryCgroups ReadMemoryCgroups(const std::string& root) {
     }
   }
   return m;
+}
+
+// The mount point of each cgroup hierarchy mounted whole (v1 ones and cgroup2), one per
+// hierarchy.
+std::vector<std::string> WholeHierarchyMounts() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<std::vector<kpath::CgroupMount>> mounts = kpath::ParseCgroupMounts(text.str());
+  REQUIRE(mounts.ok());
+  std::vector<std::string> points;
+  std::set<std::vector<std::string>> seen;
+  for (const kpath::CgroupMount& m : *mounts) {
+    std::vector<std::string> id = m.options;
+    id.push_back(std::to_string(m.version));
+    if (m.root != "/" || !seen.insert(id).second) continue;
+    points.push_back(m.mount_point);
+  }
+  return points;
 }
 
 constexpr const char* kSlice = "kpath-cgtest.slice";
@@ -313,6 +334,36 @@ TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts
       CHECK(MetricValue(deeper, "kpath_cgroup_rmdir_total",
                         {{"comm", comm}, {"unit", kDeepUnit}}) == kRuns);
       CHECK(MetricValue(deeper, "kpath_cgroup_churn_unlabelled_total") == 0);
+
+      // Cgroup v1 (issue 19 item 6): a unit start makes its cgroup in every hierarchy systemd
+      // uses (name=systemd, pids, memory, ... and the unified one on a hybrid host). The same
+      // path made in every hierarchy mounted here counts once per start.
+      std::vector<std::unique_ptr<TestSlice>> slices;
+      for (const std::string& mount : WholeHierarchyMounts()) {
+        slices.push_back(std::make_unique<TestSlice>(mount, kSlice));
+      }
+      INFO(slices.size() << " hierarchies");
+      constexpr const char* kEveryUnit = "kpath-every.service";
+      constexpr int kStarts = 20;
+      CHECK(RunAs(comm, [&] {
+              int failed = 0;
+              for (int i = 0; i < kStarts; ++i) {
+                for (const auto& s : slices)
+                  failed += mkdir((s->path() / kEveryUnit).c_str(), 0755);
+                for (const auto& s : slices) failed += rmdir((s->path() / kEveryUnit).c_str());
+              }
+              return std::min(-failed, 100);
+            }) == 0);
+      std::string every = ScrapeUntil(kpathd, [&](const std::string& b) {
+        return MetricValue(b, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", kEveryUnit}})
+                   .value_or(0) >= kStarts;
+      });
+      CHECK(MkdirsOf(every, comm, kEveryUnit) == kStarts);
+      CHECK(MetricValue(every, "kpath_cgroup_rmdir_total",
+                        {{"comm", comm}, {"unit", kEveryUnit}}) == kStarts);
+      // kpathd's canary, a cgroup of its own, is seen by this mechanism and not counted.
+      CHECK(MetricValue(every, "kpath_probe_selftest_success", {{"probe", "cgroup_churn"}}) == 1);
+      CHECK(every.find("kpath_cgroup_mkdir_total{comm=\"kpathd\"") == std::string::npos);
     }
   }
 }

@@ -26,15 +26,18 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "probes/cgroups/cgroup_churn_probe.h"
 #include "probes/collect/metric_families.h"
 #include "probes/collect/probe_attacher.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/kernel/kernel_features.h"
 #include "probes/madvise/madvise_probe.h"
 #include "probes/percpu/percpu_probe.h"
+#include "probes/slab/slabinfo_readers_probe.h"
 #include "support/cgroup_churn.h"
 #include "support/expected_mechanisms.h"
 #include "support/kpathd_process.h"
+#include "support/probe_links.h"
 
 using namespace kpath::testing;
 
@@ -165,7 +168,59 @@ bool TableLoadedOrRefused(const kpath::PercpuAllocProbe& probe) {
   return false;
 }
 
+// Every plan of `probe` this kernel supports, attached alone: the probe's canary (SelfTest) is
+// seen; with the links dropped and the maps kept (another tool detaching kpathd's programs), it
+// is missed. Returns how many plans were tested.
+int CheckCanaryOfEachPlan(kpath::BpfProbe& probe, const std::string& probe_name) {
+  int tested = 0;
+  for (const kpath::AttachPlan& plan : probe.Plans()) {
+    if (!AttachAlone(probe, plan, probe_name)) continue;
+    INFO(probe_name << " " << kpath::MechanismName(plan.mechanism) << " " << plan.target);
+    std::optional<absl::Status> seen = probe.SelfTest();
+    REQUIRE(seen);
+    INFO(seen->message());
+    CHECK(seen->ok());
+    kpath::BpfProbeLinksForTest::Drop(probe);
+    std::optional<absl::Status> blind = probe.SelfTest();
+    REQUIRE(blind);
+    INFO(blind->message());
+    CHECK(absl::IsNotFound(*blind));
+    probe.Detach();
+    ++tested;
+  }
+  return tested;
+}
+
 }  // namespace
+
+TEST_CASE("self-test: each percpu plan sees kpathd's own allocation, and misses it detached",
+          "[percpu][selftest][matrix]") {
+  REQUIRE(IsRoot());
+  kpath::RouteLibbpfLogsToSpdlog();
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(), {});
+  CHECK(CheckCanaryOfEachPlan(probe, "percpu_alloc") > 0);
+}
+
+TEST_CASE("self-test: each slabinfo_readers plan sees kpathd's own open, and misses it detached",
+          "[slab][selftest][matrix]") {
+  REQUIRE(IsRoot());
+  kpath::RouteLibbpfLogsToSpdlog();
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  kpath::SlabinfoReadersProbe probe(kernel, {}, kpath::LabelLimits{});
+  CHECK(CheckCanaryOfEachPlan(probe, "slabinfo_readers") > 0);
+}
+
+TEST_CASE(
+    "self-test: each cgroup_churn plan sees kpathd's own scratch cgroup, and misses it "
+    "detached",
+    "[cgroups][selftest][matrix]") {
+  REQUIRE(IsRoot());
+  kpath::RouteLibbpfLogsToSpdlog();
+  kpath::LiveKernelFeatures kernel(kpath::HostPaths(), /*may_mount=*/true);
+  kpath::CgroupChurnProbe probe(kernel, {});
+  CHECK(CheckCanaryOfEachPlan(probe, "cgroup_churn") > 0);
+}
 
 TEST_CASE("percpu: every plan this kernel supports, attached alone, counts the same memcg churn",
           "[percpu][mechanisms][matrix]") {

@@ -368,6 +368,36 @@ EOF
     log "IRQ-off regions so far: $(head -4 <<<"$irqoff" | tr '\n' ' ')"
   fi
 
+  # --- self-tests under the unit: the percpu canary runs; the cgroup canary cannot (the unit
+  # has ProtectControlGroups=yes and no Delegate=), so no series and one "no self-test" line
+  if grep -q '^kpath_probe_selftest_success{probe="percpu_alloc"} 1$' "$work/metrics"; then
+    pass "kpath_probe_selftest_success{probe=\"percpu_alloc\"} 1 under the unit"
+  else
+    fail "percpu_alloc self-test under the unit: $(grep -E '^kpath_probe_selftest' "$work/metrics" | tr '\n' ' ')"
+  fi
+  if grep -q '^kpath_probe_selftest_success{probe="cgroup_churn"}' "$work/metrics"; then
+    fail "a cgroup_churn self-test result under a unit that cannot make cgroups: $(grep -E '^kpath_probe_selftest_success\{probe="cgroup_churn"' "$work/metrics")"
+  elif journal_has 'probe cgroup_churn: no self-test'; then
+    ct journalctl -u kpathd -o cat --no-pager >"$work/selftest.journal" 2>&1 || true
+    pass "cgroup_churn: no self-test under the unit ($(grep -m1 'probe cgroup_churn: no self-test' "$work/selftest.journal"))"
+  else
+    fail "cgroup_churn: neither a self-test result nor a 'no self-test' line"
+  fi
+
+  # --- one unit start counts one cgroup (the container's cgroups are hybrid: a directory in
+  # name=systemd and one in the unified hierarchy per start)
+  local start
+  for start in 1 2 3; do ct systemd-run --quiet --wait --unit=kpath-once /bin/true >/dev/null 2>&1 || true; done
+  once_seen() { scrape && grep -q '^kpath_cgroup_rmdir_total{comm="systemd",unit="kpath-once.service"} [3-9]' "$work/metrics"; }
+  poll 20 once_seen || true
+  local once
+  once=$(grep -E '^kpath_cgroup_(mkdir|rmdir)_total\{.*unit="kpath-once.service"' "$work/metrics" | tr '\n' ' ')
+  if grep -q '^kpath_cgroup_mkdir_total{comm="systemd",unit="kpath-once.service"} 3$' "$work/metrics"; then
+    pass "3 starts of kpath-once.service count 3 cgroups: $once"
+  else
+    fail "3 starts of kpath-once.service: $once(want mkdir 3 by systemd)"
+  fi
+
   # --- systemd-analyze security
   local exposure
   ct systemd-analyze security kpathd --no-pager >"$work/security.txt" 2>&1 || true
