@@ -93,8 +93,15 @@ static __always_inline void kpath_current_comm(char* comm, __u32 task_comm_offse
 static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_dev,
                                                   __u64 pidns_ino) {
   if (pidns_ino) {
-    struct bpf_pidns_info ns = {};
-    if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) != 0) return false;
+    /* UAPI's struct bpf_pidns_info, declared here: vmlinux.h's copy carries
+     * preserve_access_index, and a CO-RE relocation would keep the object off kernels without
+     * BTF (the ABI layout is fixed). */
+    struct {
+      __u32 pid;
+      __u32 tgid;
+    } ns = {};
+    if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, (void*)&ns, sizeof(ns)) != 0)
+      return false;
     return (__s32)ns.tgid == self_tgid;
   }
   return (__s32)(bpf_get_current_pid_tgid() >> 32) == self_tgid;

@@ -5,11 +5,13 @@
 #include <bpf/libbpf.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "irqoff_fixture.skel.h"
@@ -43,7 +45,15 @@ std::unique_ptr<IrqOffFixture> IrqOffFixture::Load(std::string* why, bool preemp
     irqoff_fixture_bpf__destroy(skel);
     return nullptr;
   }
-  if (int err = preemptible ? 0 : irqoff_fixture_bpf__attach(skel); err != 0) {
+  // The tracepoint program attaches through tracefs: mount it for the attach where nothing has
+  // (a host without systemd), and take it away again: the attached event outlives the mount.
+  bool mounted = false;
+  if (!preemptible && !std::filesystem::exists("/sys/kernel/tracing/events/syscalls")) {
+    mounted = mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) == 0;
+  }
+  int attach_err = preemptible ? 0 : irqoff_fixture_bpf__attach(skel);
+  if (mounted) umount2("/sys/kernel/tracing", MNT_DETACH);
+  if (int err = attach_err; err != 0) {
     *why = std::string("attaching the fixture: ") + std::strerror(-err);
     irqoff_fixture_bpf__destroy(skel);
     return nullptr;
