@@ -366,9 +366,7 @@ std::string IrqOffProbe::OnAttached() {
       "correction {}, witness {}, idle hook {}, context-switch hook {}",
       IrqOffMethodName(method_), resolution, FormatMs(options_.detector.threshold),
       steal_correction_ ? "kvm" : "none", WitnessName(), idle_hook_ ? "power:cpu_idle" : "none",
-      switch_hook_ == SwitchHook::kTpBtf        ? "tp_btf"
-      : switch_hook_ == SwitchHook::kTracepoint ? "tracepoint"
-                                                : "none");
+      SwitchHookName());
   return {};
 }
 
@@ -379,6 +377,18 @@ std::string_view IrqOffProbe::WitnessName() const {
     case Witness::kKvmPreempted:
       return "kvm_preempted";
     case Witness::kNone:
+      break;
+  }
+  return "none";
+}
+
+std::string_view IrqOffProbe::SwitchHookName() const {
+  switch (switch_hook_) {
+    case SwitchHook::kTpBtf:
+      return "tp_btf";
+    case SwitchHook::kTracepoint:
+      return "tracepoint";
+    case SwitchHook::kNone:
       break;
   }
   return "none";
@@ -487,9 +497,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
             {"steal_correction", steal_correction_ ? "kvm" : "none"},
             {"witness", std::string(WitnessName())},
             {"idle_detection", idle_hook_ ? "cpu_idle" : "idle_task"},
-            {"switch_tracking", switch_hook_ == SwitchHook::kTpBtf        ? "tp_btf"
-                                : switch_hook_ == SwitchHook::kTracepoint ? "tracepoint"
-                                                                          : "none"}},
+            {"switch_tracking", std::string(SwitchHookName())}},
            1)
       .AppendTo(out);
   FamilyBuilder(health_metrics::kEventsLostTotal)

@@ -74,6 +74,8 @@ class IrqOffProbe final : public BpfProbe {
   enum class Witness { kNone, kKvmPreempted, kPreemptCount };
   Witness witness() const { return witness_; }
   std::string_view WitnessName() const;
+  // The context-switch hook, as the log and kpath_irqoff_detector_info name it.
+  std::string_view SwitchHookName() const;
 
  private:
   using Link = OwnedLink;
