@@ -205,7 +205,8 @@ std::optional<std::string> OwnCgroupDirectory(std::string_view proc_pid_cgroup,
         for (std::string_view c : text::Split(m.controllers, ',')) same &= mount.HasOption(c);
         if (!same) continue;
       }
-      std::string_view root = mount.root == "/" ? "" : mount.root;
+      std::string_view root = mount.root;
+      if (root == "/") root = {};
       if (!m.path.starts_with(root) ||
           (m.path.size() > root.size() && m.path[root.size()] != '/')) {
         continue;
