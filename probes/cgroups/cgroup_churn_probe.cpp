@@ -171,9 +171,20 @@ absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan) {
   DirectReads reads = DirectReadsFor(plan);
   bool load_failed = false;
   absl::Status attached = AttachWith(plan, reads, load_failed);
-  if (attached.ok() || !load_failed || reads.task_comm == 0) return attached;
-  // Reads from the task and the cgroup need bpf_get_current_task_btf (5.11+) and a verifier that
-  // follows BTF pointers: without them, the helpers and the path.
+  if (attached.ok() || !load_failed) return attached;
+  // The task's comm needs bpf_get_current_task_btf (5.11+): without it, bpf_get_current_comm,
+  // and the cgroup's reads stay (tp_btf follows the BTF pointer since 5.5, raw_tp reads with
+  // bpf_probe_read_kernel): the hierarchy id is what counts a cgroup v1 unit start once
+  // (Debian 11's 5.10). Only when that fails too, no reads from kernel structures at all.
+  if (reads.task_comm != 0) {
+    DirectReads without_task = reads;
+    without_task.task_comm = 0;
+    spdlog::debug("probe {}: {}; trying without reads from the task", kName,
+                  std::string(attached.message()));
+    attached = AttachWith(plan, without_task, load_failed);
+    if (attached.ok() || !load_failed) return attached;
+  }
+  if (reads == DirectReads{}) return attached;
   spdlog::debug("probe {}: {}; trying without reads from kernel structures", kName,
                 std::string(attached.message()));
   return AttachWith(plan, DirectReads{}, load_failed);

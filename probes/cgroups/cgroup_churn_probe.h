@@ -102,6 +102,7 @@ class CgroupChurnProbe final : public BpfProbe {
     uint32_t css_serial = 0;
     uint32_t cgroup_root = 0;
     uint32_t root_hierarchy_id = 0;
+    bool operator==(const DirectReads&) const = default;
   };
   DirectReads DirectReadsFor(const AttachPlan& plan);
   // Loads and attaches `plan`; on a failed load (not a failed attach) sets `load_failed`.
