@@ -31,9 +31,11 @@ __u64 hold_ns = 0;
 __u64 regions = 0;
 __u64 last_region_ns = 0;
 
-/* The kernel caps an open-coded numeric iterator at 8M steps; each step reads the clock
- * (tens of nanoseconds), so one region can last far longer than any test needs. */
+/* The kernel caps an open-coded numeric iterator at 8M steps; each step spins and reads the
+ * clock (microseconds), so one region can last far longer than any test needs. */
 #define FIXTURE_MAX_STEPS (8 * 1024 * 1024)
+/* Steps between two clock reads (a few microseconds). */
+#define FIXTURE_SPIN_STEPS 1000
 
 static __always_inline void hold(void) {
   unsigned long flags;
@@ -45,6 +47,13 @@ static __always_inline void hold(void) {
   bpf_local_irq_save(&flags);
   bpf_iter_num_new(&it, 0, FIXTURE_MAX_STEPS);
   while (bpf_iter_num_next(&it)) {
+    /* Most of the time away from the clock: reading kvm-clock disables preemption for the
+     * read, and a witness that looks then sees the CPU holding a preemption level. */
+    struct bpf_iter_num spin;
+    bpf_iter_num_new(&spin, 0, FIXTURE_SPIN_STEPS);
+    while (bpf_iter_num_next(&spin)) {
+    }
+    bpf_iter_num_destroy(&spin);
     end = bpf_ktime_get_ns();
     if (end >= until) break;
   }
@@ -52,7 +61,7 @@ static __always_inline void hold(void) {
   bpf_local_irq_restore(&flags);
 
   last_region_ns = end - start;
-  regions += 1;
+  __sync_fetch_and_add(&regions, 1);
 }
 
 SEC("tp/syscalls/sys_enter_getpgid")

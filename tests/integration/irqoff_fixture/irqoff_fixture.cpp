@@ -9,6 +9,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <barrier>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -101,6 +103,43 @@ std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
   });
   worker.join();
   return lengths;
+}
+
+int IrqOffFixture::HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono::milliseconds hold,
+                                       int count, std::chrono::milliseconds gap,
+                                       const std::string& thread_name) {
+  skel_->bss->hold_ns = static_cast<__u64>(std::chrono::nanoseconds(hold).count());
+  const __u64 regions_before = skel_->bss->regions;
+  std::barrier ready(static_cast<std::ptrdiff_t>(cpus.size()));
+  std::atomic<int64_t> start_at{0};
+  std::vector<std::thread> workers;
+  skel_->bss->target_tgid = static_cast<__u32>(getpid());
+  for (size_t t = 0; t < cpus.size(); ++t) {
+    workers.emplace_back([&, t] {
+      PinAndNameThisThread(cpus[t], thread_name);
+      for (int i = 0; i < count; ++i) {
+        // The first thread sets a common start 2 ms ahead; every thread spins until then.
+        if (t == 0) {
+          start_at = (std::chrono::steady_clock::now() + std::chrono::milliseconds(2))
+                         .time_since_epoch()
+                         .count();
+        }
+        ready.arrive_and_wait();
+        const std::chrono::steady_clock::time_point start{
+            std::chrono::steady_clock::duration(start_at.load())};
+        while (std::chrono::steady_clock::now() < start) {
+        }
+        getpgid(0);
+        auto until = std::chrono::steady_clock::now() + gap;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        ready.arrive_and_wait();
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  skel_->bss->target_tgid = 0;
+  return static_cast<int>(skel_->bss->regions - regions_before);
 }
 
 }  // namespace kpath::testing

@@ -32,6 +32,12 @@ class IrqOffFixture {
   std::vector<std::chrono::nanoseconds> HoldIrqsOff(int cpu, std::chrono::milliseconds hold,
                                                     int count, std::chrono::milliseconds gap,
                                                     const std::string& thread_name);
+  // The same on several CPUs at once: a thread per CPU, all named `thread_name`, that start
+  // each hold together (within microseconds: a barrier, then a spin until a common instant),
+  // as a lock convoy over those CPUs would, or a hypervisor pausing the whole VM looks. Returns
+  // how many regions were made in all.
+  int HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono::milliseconds hold, int count,
+                          std::chrono::milliseconds gap, const std::string& thread_name);
 
  private:
   IrqOffFixture(irqoff_fixture_bpf* skel, bool preemptible)
