@@ -17,12 +17,15 @@ without CONFIG_KALLSYMS_ALL (the development VM), steal correction, so every lat
 new detector ignores for `steal`, `host_preempted` or `preemptible` was a region to it: its
 false count is the new count plus those (kpath_irqoff_ignored_late_ticks_total{reason}).
 --baseline-kpathd PATH also runs another kpathd binary (the landed one) side by side on the
-same load, with the same configuration, and counts its regions directly.
+same load, with the same configuration, and counts its regions directly. --vm-pause-ab runs
+this kpathd a second time side by side with irqoff.ignore_vm_pauses off ("counted"): the same
+detector without the VM-pause rule, on the same late ticks.
 
 Usage (root, from the repository root, after building kpathd, kpath-bench-cpu-loop and
 kpath-irqoff-hold):
     bench/irqoff_vm_false_regions.py [--build build] [--minutes 10] [--holds 5] [--hold-ms 20]
         [--threshold 10ms] [--no-qemu] [--qemu-kernel VMLINUZ] [--baseline-kpathd PATH]
+        [--vm-pause-ab]
 
 Target: at most 1 false region per 10 minutes at the default threshold, and every real hold
 caught with its process. Leaves nothing behind (processes stopped, temporary files removed).
@@ -42,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kpath_bench import free_port, metrics, probe_names, samples, wait_for  # noqa: E402
 
 FIXTURE_COMM = "kpath-irqoff-fx"
-WITNESS_REASONS = ("steal", "host_preempted", "preemptible")
+WITNESS_REASONS = ("steal", "host_preempted", "preemptible", "vm_pause")
 
 
 def loadavg():
@@ -165,6 +168,8 @@ def main():
     ap.add_argument("--qemu-kernel", help="kernel the QEMU guest boots (default: the QEMU "
                     "matrix's cache, /var/cache/kpathd-qemu)")
     ap.add_argument("--baseline-kpathd", help="also run this kpathd binary (the landed one)")
+    ap.add_argument("--vm-pause-ab", action="store_true",
+                    help="also run this kpathd with irqoff.ignore_vm_pauses: false")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root")
@@ -177,13 +182,18 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="kpath-irqoff-vm-")
     os.chmod(tmp, 0o755)
-    config = os.path.join(tmp, "kpathd.yaml")
-    with open(config, "w") as f:
-        f.write("sampling_interval: 1s\nhooks:\n  enabled: false\n" +
-                (f"irqoff:\n  threshold: {args.threshold}\n" if args.threshold else "") +
-                "probes:\n" +
-                "".join(f"  {p}:\n    enabled: false\n" for p in probe_names() if p != "irqoff"))
-    os.chmod(config, 0o644)
+    def write_config(name, irqoff_extra=""):
+        path = os.path.join(tmp, name)
+        irqoff = (f"  threshold: {args.threshold}\n" if args.threshold else "") + irqoff_extra
+        with open(path, "w") as f:
+            f.write("sampling_interval: 1s\nhooks:\n  enabled: false\n" +
+                    (f"irqoff:\n{irqoff}" if irqoff else "") + "probes:\n" +
+                    "".join(f"  {p}:\n    enabled: false\n" for p in probe_names()
+                            if p != "irqoff"))
+        os.chmod(path, 0o644)
+        return path
+
+    config = write_config("kpathd.yaml")
     seconds = args.minutes * 60
     daemons, load = {}, []
     try:
@@ -192,6 +202,10 @@ def main():
             baseline = os.path.join(tmp, "kpathd-baseline")
             shutil.copy(args.baseline_kpathd, baseline)
             daemons["baseline"] = Kpathd(baseline, config, tmp, "kpathd-baseline")
+        if args.vm_pause_ab:
+            daemons["vm_pauses_counted"] = Kpathd(
+                kpathd, write_config("counted.yaml", "  ignore_vm_pauses: false\n"), tmp,
+                "kpathd-vm-pauses-counted")
         info = samples(daemons["new"].scrape(), "kpath_irqoff_detector_info")[0][0]
         threshold = samples(daemons["new"].scrape(), "kpath_irqoff_threshold_seconds")[0][1]
         time.sleep(2)
@@ -226,7 +240,8 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"kernel {os.uname().release}, {os.cpu_count()} CPUs; detector {info['method']}, "
-          f"steal correction {info['steal_correction']}, witness {info.get('witness', '-')}; "
+          f"steal correction {info['steal_correction']}, witness {info.get('witness', '-')}, "
+          f"VM pauses {info.get('vm_pauses', '-')}; "
           f"threshold {threshold * 1e3:g} ms")
     print(f"load {args.minutes:g} min: {', '.join(names)}; load average "
           f"{min(loads):.1f}-{max(loads):.1f} (median {sorted(loads)[len(loads) // 2]:.1f})")
@@ -243,12 +258,16 @@ def main():
           " + ".join(f"{delta.get(r, 0):.0f} {r}" for r in WITNESS_REASONS))
     for ms, comm, culprit, rest in false_logged[:20]:
         print(f"  false: {ms:.1f} ms in {comm}, culprit {culprit}{rest[:160]}")
-    if "baseline" in daemons:
-        base_false = regions(end_load["baseline"]) - regions(start["baseline"])
-        print(f"  before (--baseline-kpathd run side by side, the landed binary): "
-              f"{base_false:.0f} false regions")
-        for ms, comm, culprit, rest in logged_regions(logs_load["baseline"])[:20]:
-            print(f"    baseline false: {ms:.1f} ms in {comm}, culprit {culprit}{rest[:80]}")
+    for key, title in (("baseline", "before (--baseline-kpathd run side by side, the landed "
+                                     "binary)"),
+                       ("vm_pauses_counted", "without the VM-pause rule (irqoff.ignore_vm_pauses: "
+                                             "false, side by side)")):
+        if key not in daemons:
+            continue
+        side_false = regions(end_load[key]) - regions(start[key])
+        print(f"  {title}: {side_false:.0f} false regions")
+        for ms, comm, culprit, rest in logged_regions(logs_load[key])[:20]:
+            print(f"    {key} false: {ms:.1f} ms in {comm}, culprit {culprit}{rest[:120]}")
     hold_ign = ignored(end["new"])
     print("ignored late ticks while the holds were made: " +
           ", ".join(f"{r} {v - ign1.get(r, 0):.0f}" for r, v in sorted(hold_ign.items())))

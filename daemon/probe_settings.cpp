@@ -99,13 +99,16 @@ absl::Status ReadIrqOffSettings(const YamlReader& reader, const YAML::Node& key_
                                 const YAML::Node& value, IrqOffConfig& irqoff) {
   std::optional<YAML::Mark> mark;
   absl::Status status = reader.Section(
-      key_node, value, "irqoff", {"threshold", "period", "max_window"},
+      key_node, value, "irqoff", {"threshold", "period", "max_window", "ignore_vm_pauses"},
       [&](const std::string& key, const YAML::Node& child_key,
           const YAML::Node& child) -> absl::Status {
         mark = child_key.Mark();
         if (key == "threshold") {
           return reader.Duration(child_key, child, KeyPath("irqoff", key), absl::Microseconds(500),
                                  absl::Seconds(10), irqoff.threshold);
+        }
+        if (key == "ignore_vm_pauses") {
+          return reader.Bool(child_key, child, KeyPath("irqoff", key), irqoff.ignore_vm_pauses);
         }
         if (key == "max_window") {
           return reader.Duration(child_key, child, KeyPath("irqoff", key), absl::Seconds(1),

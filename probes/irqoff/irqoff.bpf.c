@@ -46,6 +46,9 @@ const volatile __s64 percpu_steal_time = -1;    /* KVM's struct kvm_steal_time *
 /* Only where preempt_disable() counts (CONFIG_PREEMPT_COUNT, which CONFIG_PREEMPTION implies):
  * else a spinlock leaves the count at 0 and a preemptible-looking CPU may hold IRQs off. */
 const volatile __u32 preempt_count_reliable = 0;
+/* A virtual machine (user space asks cpuinfo, DMI, /sys/hypervisor) where the late ticks of every
+ * CPU together are a pause of the VM, not a region (irqoff.ignore_vm_pauses). */
+const volatile __u32 vm_pause_rule = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -224,6 +227,42 @@ static __always_inline void witness(__u32 other, __u64 now) {
   }
 }
 
+/* Every other online CPU of the VM was late together with this one: its missed expiry within a
+ * period of ours, and its late tick came within two periods of ours (a hypervisor may deliver a
+ * pending timer up to ~2 ms late) or has not come yet; none of them idled. A hypervisor that stops
+ * the whole VM (every vCPU descheduled together, a host-side stall) does exactly that, wherever
+ * each vCPU was; IRQs held off in the guest do it only when every CPU enters an IRQ-off region
+ * within one period and leaves it together (a lock convoy over every CPU: the rule's blind spot,
+ * probes/irqoff/README.md). */
+static __always_inline bool every_cpu_late_together(__u32 cpu, __u64 due, __u64 now) {
+  if (cpu_count > IRQOFF_PAUSE_CPUS) return false;
+  __u32 together = 0;
+  for (__u32 i = 0; i < IRQOFF_PAUSE_CPUS; i++) {
+    if (i >= cpu_count) break;
+    if (i == cpu) continue;
+    __u32 other = i;
+    __u32* generation = bpf_map_lookup_elem(&irqoff_cpu_generation, &other);
+    struct irqoff_cpu_watch* o = bpf_map_lookup_elem(&irqoff_cpu_watch, &other);
+    if (!generation || !o) return false;
+    if (*generation == 0) continue; /* offline: no timer */
+    if (o->in_idle || o->last_tick_ns == 0) return false;
+    __u64 base = o->last_tick_ns > o->idle_exit_ns ? o->last_tick_ns : o->idle_exit_ns;
+    __u64 other_due = base + period_ns;
+    __u64 other_end = now; /* still overdue */
+    if (now < other_due + period_ns) {
+      /* It ticked since: its last late tick. */
+      other_due = o->late_due_ns;
+      other_end = o->late_end_ns;
+    }
+    if (other_due == 0 || other_due + period_ns < due || due + period_ns < other_due ||
+        other_end + 2 * period_ns < now) {
+      return false;
+    }
+    together++;
+  }
+  return together > 0;
+}
+
 static __always_inline void count_region(struct irqoff_totals* t, __u64 length_ns) {
   static const __u64 bounds_us[IRQOFF_BUCKETS] = IRQOFF_BUCKET_BOUNDS_US;
   __u32 bucket = IRQOFF_BUCKETS;
@@ -318,6 +357,11 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
   __u64 due = base + period_ns;
   /* A region ended at this tick; it began between the missed expiry and one period before it,
    * so its length is late + period/2 +- period/2. On time (nearly every tick): done. */
+  /* Late by more than a period: remembered for the other CPUs' VM-pause rule. */
+  if (now > due + period_ns) {
+    w->late_due_ns = due;
+    w->late_end_ns = now;
+  }
   if (now + period_ns / 2 < due + threshold_ns) return 0;
   __u64 late = now - due;
 
@@ -359,7 +403,6 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
   /* Unwitnessed only where there are witnesses (per-CPU data found, and another CPU). */
   const bool can_witness = cpu_count > 1 && percpu_runqueues >= 0 && w->percpu_base != 0;
   e->flags = witnessed > 0 || !can_witness ? 0 : IRQOFF_EVENT_UNWITNESSED;
-  if (witnessed == 0 && can_witness) t->unwitnessed += 1;
   /* Half a period after the missed expiry IRQs were still off (the region spans at least
    * threshold - period/2 >= 1.5 periods), and a tick delivered a little late by the hypervisor
    * does not move the blame to the thread that ran just before. */
@@ -376,6 +419,13 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
     e->pid = (__u32)bpf_get_current_pid_tgid();
     bpf_get_current_comm(e->comm, sizeof(e->comm));
   }
+  /* The whole VM was paused: every CPU late together (witnessed or not: a witness that looked
+   * just as the VM resumed saw each CPU where the pause froze it). */
+  if (vm_pause_rule && every_cpu_late_together(cpu, due, now)) {
+    t->late_vm_pause += 1;
+    return 0;
+  }
+  if (witnessed == 0 && can_witness) t->unwitnessed += 1;
   /* Kernel stack from the interrupted registers: where the delayed interrupt was delivered,
    * normally right where IRQs came back on. Empty when it was delivered to user code. */
   e->stack_size = bpf_get_stack(ctx, e->stack, sizeof(e->stack), 0);

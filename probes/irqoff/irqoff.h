@@ -60,6 +60,8 @@ struct irqoff_totals {
   __u64 late_host_preempted; /* KVM's flag that the host had preempted the vCPU */
   __u64 late_preemptible;    /* the CPU preemptible (IRQs on) less than the threshold before */
   __u64 unwitnessed;         /* regions no witness saw (all CPUs late, or none can read) */
+  /* Late ticks of a virtual machine's every CPU together (vm_pause_rule): a pause of the VM */
+  __u64 late_vm_pause;
   __u64 events_lost;         /* regions whose event found the buffer full: counted, no labels */
 };
 
@@ -112,6 +114,13 @@ struct irqoff_cpu_watch {
   __u32 observations;   /* witness ticks that saw this CPU's tick overdue */
   __u32 host_preempted; /* ... and KVM's preempted flag set */
   __u32 holding;        /* the last of them saw it non-preemptible */
+  /* This CPU's last tick late by more than a period: its missed expiry and when it came. The
+   * other CPUs compare their own late tick with it (irqoff.bpf.c: every_cpu_late_together). */
+  __u64 late_due_ns;
+  __u64 late_end_ns;
 };
+
+/* The VM-pause rule looks at every CPU: on virtual machines of at most this many possible CPUs. */
+#define IRQOFF_PAUSE_CPUS 64
 
 #endif

@@ -139,6 +139,13 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
   bpf_map__set_max_entries(skel->maps.irqoff_cpu_generation, static_cast<__u32>(*ncpus));
   bpf_map__set_max_entries(skel->maps.irqoff_cpu_watch, static_cast<__u32>(*ncpus));
   skel->rodata->cpu_count = static_cast<__u32>(*ncpus);
+  if (!hypervisor_known_) {
+    hypervisor_ = DetectHypervisor(paths_);
+    hypervisor_known_ = true;
+  }
+  vm_pause_rule_ = method != IrqOffMethod::kPreemptIrq && hypervisor_ &&
+                   options_.detector.ignore_vm_pauses && *ncpus > 1 && *ncpus <= IRQOFF_PAUSE_CPUS;
+  skel->rodata->vm_pause_rule = vm_pause_rule_ ? 1 : 0;
   witness_ = Witness::kNone;
   if (method != IrqOffMethod::kPreemptIrq && *ncpus > 1) {
     const PercpuLayout& percpu = kernel_.Layout().Percpu();
@@ -367,7 +374,22 @@ std::string IrqOffProbe::OnAttached() {
       IrqOffMethodName(method_), resolution, FormatMs(options_.detector.threshold),
       steal_correction_ ? "kvm" : "none", WitnessName(), idle_hook_ ? "power:cpu_idle" : "none",
       SwitchHookName());
+  if (hypervisor_ && method_ != IrqOffMethod::kPreemptIrq) {
+    spdlog::info(
+        "probe irqoff: on a virtual machine ({}: {}): late ticks of every CPU together "
+        "are {}",
+        hypervisor_->name, hypervisor_->evidence,
+        VmPausesName() == "ignored"
+            ? "a pause of the VM, counted as ignored late ticks (reason vm_pause)"
+            : "counted as regions (irqoff.ignore_vm_pauses is off, or more CPUs than "
+              "the rule looks at)");
+  }
   return {};
+}
+
+std::string_view IrqOffProbe::VmPausesName() const {
+  if (!hypervisor_ || method_ == IrqOffMethod::kPreemptIrq) return "none";
+  return vm_pause_rule_ ? "ignored" : "counted";
 }
 
 std::string_view IrqOffProbe::WitnessName() const {
@@ -449,6 +471,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
     sum.late_host_preempted += c.late_host_preempted;
     sum.late_preemptible += c.late_preemptible;
     sum.unwitnessed += c.unwitnessed;
+    sum.late_vm_pause += c.late_vm_pause;
     sum.events_lost += c.events_lost;
   }
 
@@ -472,6 +495,7 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
       .Add({{"reason", "steal"}}, static_cast<double>(sum.late_steal))
       .Add({{"reason", "host_preempted"}}, static_cast<double>(sum.late_host_preempted))
       .Add({{"reason", "preemptible"}}, static_cast<double>(sum.late_preemptible))
+      .Add({{"reason", "vm_pause"}}, static_cast<double>(sum.late_vm_pause))
       .AppendTo(out);
   if (method_ != IrqOffMethod::kPreemptIrq) {
     FamilyBuilder(irqoff_metrics::kTimerTicksTotal)
@@ -497,7 +521,8 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
             {"steal_correction", steal_correction_ ? "kvm" : "none"},
             {"witness", std::string(WitnessName())},
             {"idle_detection", idle_hook_ ? "cpu_idle" : "idle_task"},
-            {"switch_tracking", std::string(SwitchHookName())}},
+            {"switch_tracking", std::string(SwitchHookName())},
+            {"vm_pauses", std::string(VmPausesName())}},
            1)
       .AppendTo(out);
   FamilyBuilder(health_metrics::kEventsLostTotal)

@@ -147,6 +147,15 @@ class IrqOffModule {
   std::string file_;
 };
 
+// The BPF fixture (preemptible: the stall variant), or null after a WARN saying why this
+// kernel cannot run it.
+std::unique_ptr<IrqOffFixture> FixtureOrSkip(bool preemptible = false) {
+  std::string why;
+  std::unique_ptr<IrqOffFixture> fixture = IrqOffFixture::Load(&why, preemptible);
+  if (!fixture) WARN("skipped: " << why);
+  return fixture;
+}
+
 // Real IRQ-disabled regions from whichever fixture this kernel can run: the BPF program where
 // the kernel has its kfuncs (6.14+), else the QEMU matrix's module where the guest loaded it.
 class RegionMaker {
@@ -214,12 +223,8 @@ std::vector<LoggedRegion> LoggedRegions(const std::string& log, const std::strin
 TEST_CASE("a real 30 ms IRQ-off region is counted once with its length, process and culprit",
           "[irqoff]") {
   REQUIRE(IsRoot());
-  std::string why;
-  std::unique_ptr<IrqOffFixture> fixture = IrqOffFixture::Load(&why);
-  if (!fixture) {
-    WARN("skipped: " << why);
-    return;
-  }
+  std::unique_ptr<IrqOffFixture> fixture = FixtureOrSkip();
+  if (!fixture) return;
   NotifySocket notify;
   KpathdProcess kpathd({.args = {"--log-level", "debug"},
                         .env = {{"NOTIFY_SOCKET", notify.path()}},
@@ -465,12 +470,9 @@ TEST_CASE("an idle host stays quiet at the default threshold", "[irqoff]") {
 TEST_CASE("a late tick of a CPU others saw preemptible is ignored, a real hold is still caught",
           "[irqoff]") {
   REQUIRE(IsRoot());
+  std::unique_ptr<IrqOffFixture> stall = FixtureOrSkip(/*preemptible=*/true);
+  if (!stall) return;
   std::string why;
-  std::unique_ptr<IrqOffFixture> stall = IrqOffFixture::Load(&why, /*preemptible=*/true);
-  if (!stall) {
-    WARN("skipped: " << why);
-    return;
-  }
   std::unique_ptr<IrqOffFixture> real = IrqOffFixture::Load(&why);
   REQUIRE(real);
   KpathdProcess kpathd({.args = {"--log-level", "debug"}, .config_yaml = Config()});
@@ -512,18 +514,86 @@ TEST_CASE("a late tick of a CPU others saw preemptible is ignored, a real hold i
   CHECK(LoggedRegions(log, kFixtureThread).size() >= kRegions - 1);
 }
 
+// The VM-pause rule (probes/irqoff/README.md, "On virtual machines"): on a virtual machine,
+// late ticks of every CPU together are a pause of the VM by its hypervisor, which no CPU can
+// witness. IRQs held off on every CPU at once, starting within a period and ending together,
+// look exactly so: that is the rule's blind spot (a lock convoy over every vCPU), and here the
+// way to make a VM-wide stall on purpose. With irqoff.ignore_vm_pauses (the default) on a VM they
+// are ignored as `vm_pause`, with the option off counted as regions; a hold on one CPU is a
+// region either way. On the landed detector every one was a region.
+TEST_CASE("IRQs off on every CPU together are a VM pause on a VM, regions when told to count",
+          "[irqoff]") {
+  REQUIRE(IsRoot());
+  std::unique_ptr<IrqOffFixture> real = FixtureOrSkip();
+  if (!real) return;
+  if (LastCpu() == 0) {
+    WARN("skipped: one CPU (the rule needs two)");
+    return;
+  }
+  std::vector<int> every_cpu;
+  for (int cpu = 0; cpu <= LastCpu(); ++cpu) every_cpu.push_back(cpu);
+  const std::string together = "kpath-irqoff-2x";
+  constexpr int kHolds = 4;
+  for (bool ignore : {true, false}) {
+    DYNAMIC_SECTION("irqoff.ignore_vm_pauses: " << ignore) {
+      KpathdProcess kpathd({.args = {"--log-level", "debug"},
+                            .config_yaml = Config(std::string("irqoff:\n  ignore_vm_pauses: ") +
+                                                  (ignore ? "true" : "false") + "\n")});
+      REQUIRE(kpathd.WaitUntilServing());
+      auto body = kpathd.Scrape();
+      REQUIRE(body);
+      INFO(IrqOffLines(kpathd.Output()));
+      REQUIRE(MetricValue(*body, "kpath_probe_attached", {{"probe", "irqoff"}}) == 1);
+      const bool vm = SumOf(*body, "kpath_irqoff_detector_info", {{"vm_pauses", "none"}}) == 0;
+      CHECK(SumOf(*body, "kpath_irqoff_detector_info",
+                  {{"vm_pauses", !vm      ? "none"
+                                 : ignore ? "ignored"
+                                          : "counted"}}) == 1);
+      auto paused = [](const std::string& b) {
+        return SumOf(b, "kpath_irqoff_ignored_late_ticks_total", {{"reason", "vm_pause"}});
+      };
+      const double paused_before = paused(*body);
+      const int made = real->HoldIrqsOffTogether(every_cpu, 30ms, kHolds, 150ms, together);
+      REQUIRE(made == kHolds * static_cast<int>(every_cpu.size()));
+      std::vector<std::chrono::nanoseconds> alone =
+          real->HoldIrqsOff(LastCpu(), 30ms, 2, 150ms, kFixtureThread);
+      REQUIRE(alone.size() == 2);
+      std::this_thread::sleep_for(900ms);  // two samples
+      body = kpathd.Scrape();
+      REQUIRE(body);
+      std::string log = kpathd.Output();
+      INFO(IrqOffLines(log));
+      INFO(IrqOffLines(*body));
+      const double regions_together =
+          SumOf(*body, "kpath_irqoff_regions_total", {{"comm", together}});
+      // Per hold, the first CPU whose late tick comes finds every other still overdue and no
+      // witness: a region, or a VM pause. The others' late ticks may come after the first CPU
+      // witnessed them with IRQs back on (this VM delivers a pending timer only at the vCPU's
+      // next exit): `preemptible`, or they too find every CPU late together. A hold of one CPU
+      // may start a period after the others' on a busy host (its thread preempted at the start
+      // line): so one hold in four may count either way.
+      const double cpus = static_cast<double>(every_cpu.size());
+      if (vm && ignore) {
+        CHECK(paused(*body) - paused_before >= kHolds - 1);
+        CHECK(regions_together <= cpus);
+      } else {
+        CHECK(paused(*body) == paused_before);
+        CHECK(regions_together >= kHolds - 1);
+      }
+      // One CPU's hold is a region in both, with its process.
+      CHECK(SumOf(*body, "kpath_irqoff_regions_total", {{"comm", kFixtureThread}}) >= 1);
+    }
+  }
+}
+
 // The BPF fixture only, not the QEMU matrix's module: under TCG on a loaded host a vCPU that the
 // host does not run for 20 ms stretches an 8 ms region, or delays a tick, past the threshold
 // (seen with Debian's PREEMPT_RT kernel at a host load of 9), so this negative check would
 // measure the host rather than kpathd there (as the idle-host check, left out of the QEMU runs).
 TEST_CASE("a region shorter than the threshold is not reported", "[irqoff]") {
   REQUIRE(IsRoot());
-  std::string why;
-  std::unique_ptr<IrqOffFixture> fixture = IrqOffFixture::Load(&why);
-  if (!fixture) {
-    WARN("skipped: " << why);
-    return;
-  }
+  std::unique_ptr<IrqOffFixture> fixture = FixtureOrSkip();
+  if (!fixture) return;
   KpathdProcess kpathd({.config_yaml = Config("irqoff:\n  threshold: 20ms\n")});
   REQUIRE(kpathd.WaitUntilServing());
   std::vector<std::chrono::nanoseconds> held =

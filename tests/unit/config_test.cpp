@@ -131,6 +131,7 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "irqoff.threshold",
                                           "irqoff.period",
                                           "irqoff.max_window",
+                                          "irqoff.ignore_vm_pauses",
                                           "slab",
                                           "slab.caches",
                                           "slab.top_n",

@@ -15,6 +15,7 @@ TEST_CASE("irqoff and slab defaults catch seed 001 without a costly read", "[con
   CHECK(config.irqoff.threshold == absl::Milliseconds(10));
   CHECK(config.irqoff.period == absl::Milliseconds(2));
   CHECK(config.irqoff.max_window == absl::Seconds(60));
+  CHECK(config.irqoff.ignore_vm_pauses);
   CHECK(config.slab.caches == std::vector<std::string>{"dentry", "inode_cache", "proc_inode_cache",
                                                        "sock_inode_cache", "buffer_head", "filp"});
   CHECK(config.slab.top_n == 10);
@@ -29,13 +30,14 @@ TEST_CASE("irqoff and slab defaults catch seed 001 without a costly read", "[con
 
 TEST_CASE("irqoff and slab settings are read from the file", "[config][irqoff]") {
   Config config = Parse(
-      "irqoff:\n  threshold: 4ms\n  period: 500us\n  max_window: 2m\n"
+      "irqoff:\n  threshold: 4ms\n  period: 500us\n  max_window: 2m\n  ignore_vm_pauses: false\n"
       "slab:\n  caches: [dentry, kmalloc-rcl-64]\n  top_n: 0\n  interval: 5m\n"
       "  max_read_time: 20ms\n"
       "probes:\n  irqoff:\n    mechanisms: [perf_event]\n");
   CHECK(config.irqoff.threshold == absl::Milliseconds(4));
   CHECK(config.irqoff.period == absl::Microseconds(500));
   CHECK(config.irqoff.max_window == absl::Minutes(2));
+  CHECK_FALSE(config.irqoff.ignore_vm_pauses);
   CHECK(config.slab.caches == std::vector<std::string>{"dentry", "kmalloc-rcl-64"});
   CHECK(config.slab.top_n == 0);
   CHECK(config.slab.interval == absl::Minutes(5));
@@ -59,6 +61,8 @@ TEST_CASE("the IRQ-off maximum's window spans 1s to 1h", "[config][irqoff]") {
   CHECK_THAT(ErrorOf("irqoff:\n  max_window: 500ms\n"), Contains("irqoff.max_window"));
   CHECK_THAT(ErrorOf("irqoff:\n  max_window: 2h\n"), Contains("irqoff.max_window"));
   CHECK_THAT(ErrorOf("irqoff:\n  max_window: often\n"), Contains("irqoff.max_window"));
+  CHECK_THAT(ErrorOf("irqoff:\n  ignore_vm_pauses: sometimes\n"),
+             Contains("irqoff.ignore_vm_pauses"));
 }
 
 TEST_CASE("slab cache names are plain names, listed once", "[config][slab]") {
