@@ -227,13 +227,14 @@ static __always_inline void witness(__u32 other, __u64 now) {
   }
 }
 
-/* Every other online CPU of the VM was late together with this one: its missed expiry within a
- * period of ours, and its late tick came within two periods of ours (a hypervisor may deliver a
- * pending timer up to ~2 ms late) or has not come yet; none of them idled. A hypervisor that stops
- * the whole VM (every vCPU descheduled together, a host-side stall) does exactly that, wherever
- * each vCPU was; IRQs held off in the guest do it only when every CPU enters an IRQ-off region
- * within one period and leaves it together (a lock convoy over every CPU: the rule's blind spot,
- * probes/irqoff/README.md). */
+/* Every other online CPU of the VM was late across this one's late tick: its missed expiry no
+ * later than a period after ours, and its late tick within two periods of ours (a hypervisor may
+ * deliver a pending timer up to ~2 ms late) or still to come; none of them idled. A hypervisor
+ * that stops the whole VM (every vCPU descheduled, together or one after the other, then resumed)
+ * does exactly that, wherever each vCPU was. IRQs held off in the guest do it only when every
+ * other CPU went into an IRQ-off region before this one (or within a period after) and stayed
+ * until it ended: a lock convoy's waiters, never its holder, which went in first (the rule's
+ * blind spot, probes/irqoff/README.md). */
 static __always_inline bool every_cpu_late_together(__u32 cpu, __u64 due, __u64 now) {
   if (cpu_count > IRQOFF_PAUSE_CPUS) return false;
   __u32 together = 0;
@@ -254,8 +255,7 @@ static __always_inline bool every_cpu_late_together(__u32 cpu, __u64 due, __u64 
       other_due = o->late_due_ns;
       other_end = o->late_end_ns;
     }
-    if (other_due == 0 || other_due + period_ns < due || due + period_ns < other_due ||
-        other_end + 2 * period_ns < now) {
+    if (other_due == 0 || due + period_ns < other_due || other_end + 2 * period_ns < now) {
       return false;
     }
     together++;
