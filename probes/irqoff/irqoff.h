@@ -115,12 +115,9 @@ struct irqoff_cpu_watch {
   __u32 host_preempted; /* ... and KVM's preempted flag set */
   __u32 holding;        /* the last of them saw it non-preemptible */
   /* This CPU's last tick late by more than a period: its missed expiry and when it came. The
-   * other CPUs compare their own late tick with it (irqoff.bpf.c: every_cpu_late_together). */
+   * other CPUs compare their own late tick with it (irqoff.bpf.c: neighbours_late_too). */
   __u64 late_due_ns;
   __u64 late_end_ns;
 };
-
-/* The VM-pause rule looks at every CPU: on virtual machines of at most this many possible CPUs. */
-#define IRQOFF_PAUSE_CPUS 64
 
 #endif

@@ -144,7 +144,7 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
     hypervisor_known_ = true;
   }
   vm_pause_rule_ = method != IrqOffMethod::kPreemptIrq && hypervisor_ &&
-                   options_.detector.ignore_vm_pauses && *ncpus > 1 && *ncpus <= IRQOFF_PAUSE_CPUS;
+                   options_.detector.ignore_vm_pauses && *ncpus > 1;
   skel->rodata->vm_pause_rule = vm_pause_rule_ ? 1 : 0;
   witness_ = Witness::kNone;
   if (method != IrqOffMethod::kPreemptIrq && *ncpus > 1) {
@@ -381,8 +381,7 @@ std::string IrqOffProbe::OnAttached() {
         hypervisor_->name, hypervisor_->evidence,
         VmPausesName() == "ignored"
             ? "a pause of the VM, counted as ignored late ticks (reason vm_pause)"
-            : "counted as regions (irqoff.ignore_vm_pauses is off, or more CPUs than "
-              "the rule looks at)");
+            : "counted as regions (irqoff.ignore_vm_pauses is off)");
   }
   return {};
 }

@@ -370,6 +370,12 @@ attempt() {
     if ((SECONDS - changed > 60 || SECONDS >= deadline)); then
       log "the guest did not bring kpathd up within $((SECONDS - t_boot)) s (console quiet for $((SECONDS - changed)) s):"
       tail -n 15 "$console" | tr -d '\r' | sed 's/^/  | /'
+      # A guest that still answers is not stalled: kpathd's unit says why it is not up.
+      local unit
+      if unit=$(guest 20 status 2>/dev/null) && [[ -n $unit ]]; then
+        log "the guest answers; kpathd's unit there:"
+        tail -n 40 <<<"$unit" | sed 's/^/  | /'
+      fi
       report_stall
       return 3
     fi
