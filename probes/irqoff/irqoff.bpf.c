@@ -422,8 +422,8 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
     e->pid = (__u32)bpf_get_current_pid_tgid();
     bpf_get_current_comm(e->comm, sizeof(e->comm));
   }
-  /* The whole VM was paused: every CPU late together (witnessed or not: a witness that looked
-   * just as the VM resumed saw each CPU where the pause froze it). */
+  /* The VM was paused: this CPU and its neighbours late together (witnessed or not: a witness that
+   * looked just as the VM resumed saw each CPU where the pause froze it). */
   if (vm_pause_rule && neighbours_late_too(cpu, due, now)) {
     t->late_vm_pause += 1;
     return 0;

@@ -60,8 +60,7 @@ struct irqoff_totals {
   __u64 late_host_preempted; /* KVM's flag that the host had preempted the vCPU */
   __u64 late_preemptible;    /* the CPU preemptible (IRQs on) less than the threshold before */
   __u64 unwitnessed;         /* regions no witness saw (all CPUs late, or none can read) */
-  /* Late ticks of a virtual machine's every CPU together (vm_pause_rule): a pause of the VM */
-  __u64 late_vm_pause;
+  __u64 late_vm_pause;       /* on a VM, late with its neighbours (vm_pause_rule): a VM pause */
   __u64 events_lost;         /* regions whose event found the buffer full: counted, no labels */
 };
 

@@ -17,10 +17,11 @@ struct IrqOffConfig {
   // kpath_irqoff_max_seconds is the longest region of this sliding window, so that a scraper
   // that comes at least this often sees every region's length (a scrape interval of 15-60 s).
   absl::Duration max_window = absl::Seconds(60);
-  // On a virtual machine, late ticks of every CPU together are a pause of the VM (the hypervisor
-  // stopped every vCPU), counted as kpath_irqoff_ignored_late_ticks_total{reason="vm_pause"},
-  // not as regions. Off: counted as regions (a lock convoy over every vCPU, the rule's blind
-  // spot, is then caught too). No effect on bare metal.
+  // On a virtual machine, late ticks of a CPU and its neighbours together are a pause of the VM
+  // (the hypervisor stopped every vCPU), counted as
+  // kpath_irqoff_ignored_late_ticks_total{reason="vm_pause"}, not as regions. Off: counted as
+  // regions (a lock convoy over every vCPU, the rule's blind spot, is then caught too). No effect
+  // on bare metal.
   bool ignore_vm_pauses = true;
   bool operator==(const IrqOffConfig&) const = default;
 };

@@ -31,8 +31,8 @@ inline constexpr MetricSpec kIgnoredLateTicksTotal{
     "Late timer ticks not counted as regions: the CPU was idle (idle), the hypervisor did not run "
     "the vCPU (steal: its steal clock; host_preempted: its preempted flag, seen by another CPU), "
     "or another CPU saw this one preemptible while its tick was overdue, so IRQs were on "
-    "(preemptible: a hypervisor stall or exit), or on a virtual machine every CPU's tick was late "
-    "together (vm_pause: the hypervisor paused the whole VM).",
+    "(preemptible: a hypervisor stall or exit), or on a virtual machine its neighbour CPUs' ticks "
+    "were late with it (vm_pause: the hypervisor paused the VM).",
     MetricType::kCounter};
 inline constexpr MetricSpec kTimerTicksTotal{
     "kpath_irqoff_timer_ticks_total",
@@ -52,7 +52,8 @@ inline constexpr MetricSpec kDetectorInfo{
     "kpath_irqoff_detector_info",
     "How IRQ-off regions are measured: method, steal-time correction, witness (what other CPUs "
     "read of a CPU whose tick is overdue), idle detection, context-switch tracking and whether "
-    "late ticks of a VM's every CPU together are ignored as a pause of the VM; always 1.",
+    "late ticks of a VM's CPU and its neighbours together are ignored as a pause of the VM; always "
+    "1.",
     MetricType::kGauge};
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).

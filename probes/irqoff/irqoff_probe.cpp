@@ -48,6 +48,7 @@ IrqOffProbe::IrqOffProbe(KernelFeatures& kernel, HostPaths paths, std::vector<Me
     : BpfProbe(kName, kernel, std::move(allowed)),
       paths_(std::move(paths)),
       options_(options),
+      hypervisor_(DetectHypervisor(paths_)),
       regions_(
           {"comm", "culprit"},
           {static_cast<size_t>(options.labels.comm), static_cast<size_t>(options.labels.caller)},
@@ -139,10 +140,6 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
   bpf_map__set_max_entries(skel->maps.irqoff_cpu_generation, static_cast<__u32>(*ncpus));
   bpf_map__set_max_entries(skel->maps.irqoff_cpu_watch, static_cast<__u32>(*ncpus));
   skel->rodata->cpu_count = static_cast<__u32>(*ncpus);
-  if (!hypervisor_known_) {
-    hypervisor_ = DetectHypervisor(paths_);
-    hypervisor_known_ = true;
-  }
   vm_pause_rule_ = method != IrqOffMethod::kPreemptIrq && hypervisor_ &&
                    options_.detector.ignore_vm_pauses && *ncpus > 1;
   skel->rodata->vm_pause_rule = vm_pause_rule_ ? 1 : 0;
@@ -376,7 +373,8 @@ std::string IrqOffProbe::OnAttached() {
       SwitchHookName());
   if (hypervisor_ && method_ != IrqOffMethod::kPreemptIrq) {
     spdlog::info(
-        "probe irqoff: on a virtual machine ({}: {}): late ticks of every CPU together "
+        "probe irqoff: on a virtual machine ({}: {}): late ticks of a CPU and its neighbours "
+        "together "
         "are {}",
         hypervisor_->name, hypervisor_->evidence,
         VmPausesName() == "ignored"

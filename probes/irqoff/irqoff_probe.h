@@ -77,8 +77,9 @@ class IrqOffProbe final : public BpfProbe {
   std::string_view WitnessName() const;
   // The context-switch hook, as the log and kpath_irqoff_detector_info name it.
   std::string_view SwitchHookName() const;
-  // Late ticks of a VM's every CPU together: "ignored" (a VM, irqoff.ignore_vm_pauses),
-  // "counted" (a VM, the option off) or "none" (no hypervisor found: bare metal).
+  // Late ticks of a CPU and its neighbours together on a VM: "ignored" (a VM,
+  // irqoff.ignore_vm_pauses), "counted" (a VM, the option off) or "none" (no hypervisor found: bare
+  // metal).
   std::string_view VmPausesName() const;
 
  private:
@@ -130,9 +131,8 @@ class IrqOffProbe final : public BpfProbe {
   IrqOffMethod method_ = IrqOffMethod::kNone;
   bool steal_correction_ = false;
   Witness witness_ = Witness::kNone;
-  std::optional<Hypervisor> hypervisor_;  // asked once, at the first load
-  bool hypervisor_known_ = false;
-  bool vm_pause_rule_ = false;  // the BPF tick program applies it (irqoff.bpf.c)
+  std::optional<Hypervisor> hypervisor_;  // asked once, when the probe is made
+  bool vm_pause_rule_ = false;            // the BPF tick program applies it (irqoff.bpf.c)
   bool idle_hook_ = false;
   SwitchHook switch_hook_ = SwitchHook::kNone;
   OwnedSkeleton<irqoff_bpf> plain_{nullptr, nullptr};

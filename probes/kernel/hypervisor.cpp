@@ -17,8 +17,6 @@ std::string FirstLineOf(const std::filesystem::path& path) {
   return std::string(text::Trim(line));
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
-
 }  // namespace
 
 std::optional<bool> CpuinfoHypervisorFlag(std::string_view cpuinfo) {
@@ -53,10 +51,10 @@ std::optional<std::string> HypervisorFromDmi(std::string_view sys_vendor,
        {"Google Compute Engine", "google"},
        {"Alibaba Cloud ECS", "alibaba"}}};
   for (const auto& [vendor, name] : kVirtualVendors) {
-    if (StartsWith(sys_vendor, vendor)) return std::string(name);
+    if (sys_vendor.starts_with(vendor)) return std::string(name);
   }
   for (const auto& [product, name] : kVirtualProducts) {
-    if (StartsWith(product_name, product)) return std::string(name);
+    if (product_name.starts_with(product)) return std::string(name);
   }
   if (virtual_only) return std::nullopt;
   if (sys_vendor == "Amazon EC2") return std::string("amazon");

@@ -147,6 +147,14 @@ class IrqOffModule {
   std::string file_;
 };
 
+// Two samples later (sampling_interval 300ms): the exposition into `body`, and the log so far.
+std::string AfterTwoSamples(KpathdProcess& kpathd, std::optional<std::string>& body) {
+  std::this_thread::sleep_for(900ms);
+  body = kpathd.Scrape();
+  REQUIRE(body);
+  return kpathd.Output();
+}
+
 // The BPF fixture (preemptible: the stall variant), or null after a WARN saying why this
 // kernel cannot run it.
 std::unique_ptr<IrqOffFixture> FixtureOrSkip(bool preemptible = false) {
@@ -499,10 +507,7 @@ TEST_CASE("a late tick of a CPU others saw preemptible is ignored, a real hold i
       real->HoldIrqsOff(LastCpu(), 30ms, kRegions, 150ms, kFixtureThread);
   REQUIRE(stalls.size() == kRegions);
   REQUIRE(held.size() == kRegions);
-  std::this_thread::sleep_for(900ms);  // two samples
-  body = kpathd.Scrape();
-  REQUIRE(body);
-  std::string log = kpathd.Output();
+  std::string log = AfterTwoSamples(kpathd, body);
   INFO(IrqOffLines(log));
   INFO(IrqOffLines(*body));
   // Each stall ignored; one may be counted when the other CPU was itself held up meanwhile (a
@@ -515,12 +520,12 @@ TEST_CASE("a late tick of a CPU others saw preemptible is ignored, a real hold i
 }
 
 // The VM-pause rule (probes/irqoff/README.md, "On virtual machines"): on a virtual machine,
-// late ticks of every CPU together are a pause of the VM by its hypervisor, which no CPU can
-// witness. IRQs held off on every CPU at once, starting within a period and ending together,
-// look exactly so: that is the rule's blind spot (a lock convoy over every vCPU), and here the
-// way to make a VM-wide stall on purpose. With irqoff.ignore_vm_pauses (the default) on a VM they
-// are ignored as `vm_pause`, with the option off counted as regions; a hold on one CPU is a
-// region either way. On the landed detector every one was a region.
+// late ticks of a CPU and its neighbours (every CPU here) together are a pause of the VM by its
+// hypervisor, which no CPU can witness. IRQs held off on every CPU at once, starting within a
+// period and ending together, look exactly so: that is the rule's blind spot (a lock convoy over
+// every vCPU), and here the way to make a VM-wide stall on purpose. With irqoff.ignore_vm_pauses
+// (the default) on a VM they are ignored as `vm_pause`, with the option off counted as regions; a
+// hold on one CPU is a region either way. On the landed detector every one was a region.
 TEST_CASE("IRQs off on every CPU together are a VM pause on a VM, regions when told to count",
           "[irqoff]") {
   REQUIRE(IsRoot());
@@ -558,10 +563,7 @@ TEST_CASE("IRQs off on every CPU together are a VM pause on a VM, regions when t
       std::vector<std::chrono::nanoseconds> alone =
           real->HoldIrqsOff(LastCpu(), 30ms, 2, 150ms, kFixtureThread);
       REQUIRE(alone.size() == 2);
-      std::this_thread::sleep_for(900ms);  // two samples
-      body = kpathd.Scrape();
-      REQUIRE(body);
-      std::string log = kpathd.Output();
+      std::string log = AfterTwoSamples(kpathd, body);
       INFO(IrqOffLines(log));
       INFO(IrqOffLines(*body));
       const double regions_together =

@@ -321,22 +321,19 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
   double proc_delta = after->shootdowns - before->shootdowns;
   INFO("/proc/interrupts TLB row read by kpathd: "
        << before->shootdowns << " then " << after->shootdowns << " (delta " << proc_delta << ")");
-  if (proc_delta == 0 && after->low == before->high) {
-    // No shootdown IPI at all: kpathd's count stays with the kernel's (both checked within the
-    // brackets above), and the calls are still counted exactly (below).
+  // No shootdown IPI at all: this kernel flushes other CPUs' TLBs by hypercall. kpathd's count
+  // still stays with the kernel's (both checked within the brackets above), and the calls are
+  // still counted exactly (below); there is nothing for the tracepoint to agree with.
+  const bool ipis = !(proc_delta == 0 && after->low == before->high);
+  if (!ipis) {
     WARN("no TLB shootdown IPI in " << storms << " storms of " << kCallsPerStorm
                                     << " calls: this kernel flushes remote TLBs without IPIs "
                                        "(a paravirtual flush by hypercall); IPI checks skipped");
-    std::map<std::string, std::string> series{{"comm", comm}, {"advice", "dontneed"}};
-    const double calls = double{kCallsPerStorm} * storms;
-    std::string counted = ScrapeUntil(kpathd, "kpath_madvise_calls_total", series, calls);
-    CHECK(Sum(counted, "kpath_madvise_calls_total", series) == calls);
-    CHECK(Sum(counted, "kpath_tlb_shootdowns_total") == before->shootdowns);
-    return;
+  } else {
+    // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent.
+    REQUIRE(proc_delta >= kWantShootdowns);
   }
-  // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent.
-  REQUIRE(proc_delta >= kWantShootdowns);
-  if (Sum(after->body, "kpath_probe_attached", {{"probe", "tlb_flush"}}) == 1) {
+  if (ipis && Sum(after->body, "kpath_probe_attached", {{"probe", "tlb_flush"}}) == 1) {
     // The receiving side of the same IPIs, seen by the tlb:tlb_flush tracepoint: exactly what
     // the kernel counted for that tracepoint over the same time (the brackets).
     double remote = Sum(after->body, "kpath_tlb_flushes_total", {{"reason", "remote_shootdown"}}) -
@@ -366,7 +363,7 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
                   Sum(before->body, "kpath_tlb_flushes_total", {{"reason", "remote_send_ipi"}});
     INFO("kpath_tlb_flushes_total{reason=remote_send_ipi} delta " << sent);
     CHECK(sent * 2 >= proc_delta);
-  } else {
+  } else if (ipis) {
     WARN("tlb_flush probe not attached: " << kpathd.Output());
   }
   std::map<std::string, std::string> series{{"comm", comm}, {"advice", "dontneed"}};
