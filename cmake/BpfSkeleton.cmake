@@ -50,36 +50,57 @@ else()
 endif()
 add_custom_target(kpath_vmlinux_h DEPENDS ${KPATH_VMLINUX_H})
 
-# kpath_bpf_skeleton(<name> <source.bpf.c> [DEPENDS headers...])
-# Produces ${KPATH_BPF_GEN_DIR}/<name>.skel.h and an INTERFACE target kpath_bpf_<name>.
+# kpath_bpf_skeleton(<name> <source.bpf.c> [NO_GLOBAL_DATA] [DEPENDS headers...])
+# Produces ${KPATH_BPF_GEN_DIR}/<name>.skel.h and an INTERFACE target kpath_bpf_<name>. With
+# NO_GLOBAL_DATA, also the object's second build for kernels without BPF global data (before
+# 5.2; see KPATH_TUNABLE in probes/bpf/kpath_bpf.h), whose bytes <name>.legacy.skel.h embeds
+# (<name>_legacy_bpf__elf_bytes), for KPATH_OPEN_SKELETON (probes/collect/bpf_skeleton.h).
 function(kpath_bpf_skeleton name src)
-  cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_GLOBAL_DATA" "" "DEPENDS" ${ARGN})
   get_filename_component(_src ${src} ABSOLUTE)
   get_filename_component(_srcdir ${_src} DIRECTORY)
-  set(_obj ${KPATH_BPF_GEN_DIR}/${name}.bpf.o)
-  set(_skel ${KPATH_BPF_GEN_DIR}/${name}.skel.h)
   # -Werror stays on here whatever KPATH_WERROR says: BPF code is always compiled by clang
   # -target bpf, the project's own toolchain choice, never by the packager's C++ compiler or
   # build type, so what warns here warns for every build and is a bug in kpathd's BPF code.
-  add_custom_command(OUTPUT ${_obj}
-    COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_${KPATH_BPF_TARGET_ARCH}
-            -Wall -Werror -Wno-unused-function
-            -I${KPATH_BPF_GEN_DIR} -I${CMAKE_SOURCE_DIR}/probes/bpf -I${_srcdir}
-            -c ${_src} -o ${_obj}.tmp
-    # Strip DWARF but keep BTF: smaller skeletons, same CO-RE information.
-    COMMAND ${BPFTOOL} gen object ${_obj} ${_obj}.tmp
-    COMMAND ${CMAKE_COMMAND} -E remove ${_obj}.tmp
-    # vmlinux.h is made by the kpath_vmlinux_h target (another directory's custom command, which
-    # Makefile generators cannot name as a file dependency); its source file stands in for it.
-    DEPENDS ${_src} ${KPATH_VMLINUX_SOURCE} ${ARG_DEPENDS}
-    COMMENT "BPF ${name}.bpf.c")
-  add_custom_command(OUTPUT ${_skel}
-    COMMAND ${BPFTOOL} gen skeleton ${_obj} name ${name}_bpf > ${_skel}
-    DEPENDS ${_obj}
-    COMMENT "BPF skeleton ${name}.skel.h")
-  add_custom_target(kpath_bpf_${name}_gen DEPENDS ${_skel})
+  set(_flags -g -O2 -target bpf -D__TARGET_ARCH_${KPATH_BPF_TARGET_ARCH}
+    -Wall -Werror -Wno-unused-function
+    -I${KPATH_BPF_GEN_DIR} -I${CMAKE_SOURCE_DIR}/probes/bpf -I${_srcdir})
+  # vmlinux.h is made by the kpath_vmlinux_h target (another directory's custom command, which
+  # Makefile generators cannot name as a file dependency); its source file stands in for it.
+  set(_deps ${_src} ${KPATH_VMLINUX_SOURCE} ${ARG_DEPENDS} ${CMAKE_SOURCE_DIR}/probes/bpf/kpath_bpf.h)
+  _kpath_bpf_object(${name} "${_flags}" "${_deps}" ${name}.skel.h ${name}_bpf)
+  set(_outputs ${KPATH_BPF_GEN_DIR}/${name}.skel.h)
+  if(ARG_NO_GLOBAL_DATA)
+    set(_tunables ${KPATH_BPF_GEN_DIR}/${name}.tunables.h)
+    add_custom_command(OUTPUT ${_tunables}
+      COMMAND ${CMAKE_SOURCE_DIR}/cmake/bpf_tunables.sh ${_tunables} ${BPF_CLANG} ${_flags} ${_src}
+      DEPENDS ${_deps} ${CMAKE_SOURCE_DIR}/cmake/bpf_tunables.sh
+      COMMENT "BPF ${name}.tunables.h (the build without global data)")
+    _kpath_bpf_object(${name}.legacy
+      "${_flags};-DKPATH_NO_GLOBAL_DATA;-DKPATH_TUNABLES_NAME=${name}"
+      "${_deps};${_tunables}" ${name}.legacy.skel.h ${name}_legacy_bpf)
+    list(APPEND _outputs ${KPATH_BPF_GEN_DIR}/${name}.legacy.skel.h)
+  endif()
+  add_custom_target(kpath_bpf_${name}_gen DEPENDS ${_outputs})
   add_dependencies(kpath_bpf_${name}_gen kpath_vmlinux_h)
   add_library(kpath_bpf_${name} INTERFACE)
   add_dependencies(kpath_bpf_${name} kpath_bpf_${name}_gen)
   target_include_directories(kpath_bpf_${name} INTERFACE ${KPATH_BPF_GEN_DIR})
+endfunction()
+
+# One object <stem>.bpf.o from the caller's source (_src) with `flags`, and its skeleton header
+# `skel` named `skel_name`.
+function(_kpath_bpf_object stem flags deps skel skel_name)
+  set(_obj ${KPATH_BPF_GEN_DIR}/${stem}.bpf.o)
+  add_custom_command(OUTPUT ${_obj}
+    COMMAND ${BPF_CLANG} ${flags} -c ${_src} -o ${_obj}.tmp
+    # Strip DWARF but keep BTF: smaller skeletons, same CO-RE information.
+    COMMAND ${BPFTOOL} gen object ${_obj} ${_obj}.tmp
+    COMMAND ${CMAKE_COMMAND} -E remove ${_obj}.tmp
+    DEPENDS ${deps}
+    COMMENT "BPF ${stem}.bpf.o")
+  add_custom_command(OUTPUT ${KPATH_BPF_GEN_DIR}/${skel}
+    COMMAND ${BPFTOOL} gen skeleton ${_obj} name ${skel_name} > ${KPATH_BPF_GEN_DIR}/${skel}
+    DEPENDS ${_obj}
+    COMMENT "BPF skeleton ${skel}")
 endfunction()

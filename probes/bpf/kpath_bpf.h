@@ -10,6 +10,44 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+/* Tunables: each object's settings are `const volatile` globals in .rodata, declared with
+ *
+ *   KPATH_TUNABLE(__u32, threshold, 10);
+ *
+ * and set by user space between open and load (skel->rodata->threshold). From Linux 5.2 the
+ * verifier reads a frozen .rodata as constants and never checks a branch they rule out, which
+ * is how one object serves kernels with and without BTF, the ring buffer, BPF atomics...
+ * Kernels without global data (4.19: seed 002's fleet) cannot create .rodata at all, so each
+ * object that must load there has a second build, KPATH_NO_GLOBAL_DATA (cmake/BpfSkeleton.cmake):
+ * the globals are renamed <name>__rodata (so the skeleton keeps its .rodata and layout, which
+ * user space still fills, but no program refers to it: libbpf does not create it there), and
+ * every use of <name> reads the field of the same name from the one value of the array map
+ * `kpath_tunables`, which user space fills from that .rodata after load
+ * (probes/collect/bpf_skeleton.h). The header that does so is made from the KPATH_TUNABLE
+ * declarations by cmake/bpf_tunables.sh. Reads cost an array lookup (inlined by the verifier)
+ * on those kernels only; the default build is unchanged. The branches the values used to rule
+ * out are checked there, so code for newer kernels (BTF task reads, the ring buffer, atomics
+ * with a result) is compiled out of that build with #ifndef KPATH_NO_GLOBAL_DATA. */
+#if defined(KPATH_TUNABLES_SCAN)
+/* The marker cmake/bpf_tunables.sh reads, kept on one line: */
+/* clang-format off */
+#define KPATH_TUNABLE(type, name, value) KPATH_TUNABLE_SCAN: type | name :KPATH_TUNABLE_END
+/* clang-format on */
+#elif defined(KPATH_NO_GLOBAL_DATA)
+#define KPATH_TUNABLE(type, name, value) const volatile type name##__rodata = value
+#else
+#define KPATH_TUNABLE(type, name, value) const volatile type name = value
+#endif
+
+/* Before a loop with a constant trip count that the default build leaves as a loop (bounded
+ * loops, Linux 5.3+): unrolled in the KPATH_NO_GLOBAL_DATA build, for verifiers that refuse
+ * every back-edge. */
+#ifdef KPATH_NO_GLOBAL_DATA
+#define KPATH_UNROLL_FOR_OLD_KERNELS _Pragma("unroll")
+#else
+#define KPATH_UNROLL_FOR_OLD_KERNELS
+#endif
+
 /* The first argument of a kprobed function, read from pt_regs without CO-RE: vmlinux.h's
  * struct pt_regs carries preserve_access_index, and a single CO-RE relocation makes libbpf demand
  * kernel BTF for the whole object, so even its tracepoint programs would not load on a kernel
@@ -59,6 +97,7 @@ static __always_inline __u64 kpath_before_nul(__u64 w, __u64 zero_bytes) {
  * the verifier, which never looks at the branch not taken: an object using this still loads on
  * kernels without BTF (offset 0, and `task` then unused). */
 static __always_inline void kpath_task_comm(char* comm, const char* task, __u32 task_comm_offset) {
+#ifndef KPATH_NO_GLOBAL_DATA
   if (task_comm_offset) {
     const __u64* words = (const __u64*)(task + task_comm_offset);
     __u64 copy[2] = {words[0], words[1]};
@@ -71,14 +110,19 @@ static __always_inline void kpath_task_comm(char* comm, const char* task, __u32 
       if (zero) copy[1] = kpath_before_nul(copy[1], zero);
     }
     __builtin_memcpy(comm, copy, sizeof(copy));
-  } else {
-    bpf_get_current_comm(comm, 16);
+    return;
   }
+#endif
+  bpf_get_current_comm(comm, 16);
 }
 
 /* The current task, for kpath_task_comm and other reads at BTF offsets (NULL without them). */
 static __always_inline const char* kpath_current_task(__u32 task_comm_offset) {
+#ifdef KPATH_NO_GLOBAL_DATA
+  return NULL; /* no bpf_get_current_task_btf (5.11) */
+#else
   return task_comm_offset ? (const char*)bpf_get_current_task_btf() : NULL;
+#endif
 }
 
 static __always_inline void kpath_current_comm(char* comm, __u32 task_comm_offset) {
@@ -92,6 +136,7 @@ static __always_inline void kpath_current_comm(char* comm, __u32 task_comm_offse
  * paths only. The branch not taken is never checked by the verifier (constants). */
 static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_dev,
                                                   __u64 pidns_ino) {
+#ifndef KPATH_NO_GLOBAL_DATA /* no bpf_get_ns_current_pid_tgid (5.7) */
   if (pidns_ino) {
     /* UAPI's struct bpf_pidns_info, declared here: vmlinux.h's copy carries
      * preserve_access_index, and a CO-RE relocation would keep the object off kernels without
@@ -104,6 +149,7 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
       return false;
     return (__s32)ns.tgid == self_tgid;
   }
+#endif
   return (__s32)(bpf_get_current_pid_tgid() >> 32) == self_tgid;
 }
 
@@ -236,5 +282,12 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
     }                                                                                         \
     return name##_slot_in(buffer, key, created);                                              \
   }
+
+#if defined(KPATH_NO_GLOBAL_DATA) && !defined(KPATH_TUNABLES_SCAN)
+/* <name>.tunables.h: struct kpath_tunables, its map, one #define per tunable */
+#define KPATH_STRING_(x) #x
+#define KPATH_STRING(x) KPATH_STRING_(x)
+#include KPATH_STRING(KPATH_TUNABLES_NAME.tunables.h)
+#endif
 
 #endif /* KPATH_BPF_H */

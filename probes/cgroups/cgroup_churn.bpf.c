@@ -15,25 +15,25 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Classic tracepoints: offsets of the `__data_loc char[] path` fields, from the format files. */
-const volatile __u32 tp_mkdir_path_offset = 0;
-const volatile __u32 tp_rmdir_path_offset = 0;
+KPATH_TUNABLE(__u32, tp_mkdir_path_offset, 0);
+KPATH_TUNABLE(__u32, tp_rmdir_path_offset, 0);
 /* Classic tracepoints: offsets of the `root` fields (the hierarchy id), 0 when absent. */
-const volatile __u32 tp_mkdir_root_offset = 0;
-const volatile __u32 tp_rmdir_root_offset = 0;
+KPATH_TUNABLE(__u32, tp_mkdir_root_offset, 0);
+KPATH_TUNABLE(__u32, tp_rmdir_root_offset, 0);
 /* From vmlinux BTF, or 0: task_struct.comm (see kpath_current_comm), and for tp_btf
  * cgroup.kn, kernfs_node.hash, cgroup.self.parent and cgroup_subsys_state.serial_nr: with all
  * four the tp_btf programs key a cgroup by its parent's serial number and its name's hash, loads
  * from the cgroup that the verifier checks against BTF (no CO-RE relocation: the offsets are
  * constants to it). */
-const volatile __u32 task_comm_offset = 0;
-const volatile __u32 cgroup_kn_offset = 0;
-const volatile __u32 kn_hash_offset = 0;
-const volatile __u32 cgroup_parent_offset = 0;
-const volatile __u32 css_serial_offset = 0;
+KPATH_TUNABLE(__u32, task_comm_offset, 0);
+KPATH_TUNABLE(__u32, cgroup_kn_offset, 0);
+KPATH_TUNABLE(__u32, kn_hash_offset, 0);
+KPATH_TUNABLE(__u32, cgroup_parent_offset, 0);
+KPATH_TUNABLE(__u32, css_serial_offset, 0);
 /* From vmlinux BTF, or 0: cgroup.root and cgroup_root.hierarchy_id, the cgroup's hierarchy
  * (cgroup_churn_path.hierarchy). */
-const volatile __u32 cgroup_root_offset = 0;
-const volatile __u32 root_hierarchy_id_offset = 0;
+KPATH_TUNABLE(__u32, cgroup_root_offset, 0);
+KPATH_TUNABLE(__u32, root_hierarchy_id_offset, 0);
 
 /* 1024 keys per interval: the hash is drained every sampling interval, and only distinct
  * (process, path tail) pairs take an entry; more spill into the overflow slot ("other"). The

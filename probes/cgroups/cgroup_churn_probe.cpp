@@ -14,12 +14,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cgroup_churn.legacy.skel.h"
 #include "cgroup_churn.skel.h"
 #include "fmt/format.h"
 #include "probes/cgroups/cgroup_churn.h"
 #include "probes/cgroups/cgroup_files.h"
 #include "probes/cgroups/cgroups_metrics.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/collect/label_values.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/kernel/systemd_unit.h"
@@ -193,7 +195,8 @@ absl::Status CgroupChurnProbe::Attach(const AttachPlan& plan) {
 absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectReads& reads,
                                           bool& load_failed) {
   load_failed = false;
-  OwnedSkeleton<cgroup_churn_bpf> skel(cgroup_churn_bpf__open(), cgroup_churn_bpf__destroy);
+  OwnedSkeleton<cgroup_churn_bpf> skel =
+      KPATH_OPEN_SKELETON(cgroup_churn, kernel_.HasBpfGlobalData());
   if (!skel) return LibbpfError("open", errno);
 
   bpf_program* mkdir_prog = nullptr;
@@ -246,6 +249,7 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
     load_failed = true;
     return LibbpfError("load", err);
   }
+  if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
 
   absl::StatusOr<KeyedCounterMaps> counts = KeyedCounterMaps::Find(skel->obj, "churn_counts");
   if (!counts.ok()) return counts.status();

@@ -23,32 +23,32 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
-const volatile __u64 period_ns = 1000000;    /* software tick period */
-const volatile __u64 threshold_ns = 5000000; /* shortest region reported */
-const volatile __u32 use_ringbuf = 1;        /* else the perf buffer (kernels before 5.8) */
-const volatile __u64 stext = 0;              /* _stext: classic preemptirq fields are offsets */
-const volatile __u32 tp_caller_offset = 0;
-const volatile __u32 tp_caller_size = 0;
-const volatile __u32 tp_parent_offset = 0;
-const volatile __u32 tp_parent_size = 0;
+KPATH_TUNABLE(__u64, period_ns, 1000000);    /* software tick period */
+KPATH_TUNABLE(__u64, threshold_ns, 5000000); /* shortest region reported */
+KPATH_TUNABLE(__u32, use_ringbuf, 1);        /* else the perf buffer (kernels before 5.8) */
+KPATH_TUNABLE(__u64, stext, 0);              /* _stext: classic preemptirq fields are offsets */
+KPATH_TUNABLE(__u32, tp_caller_offset, 0);
+KPATH_TUNABLE(__u32, tp_caller_size, 0);
+KPATH_TUNABLE(__u32, tp_parent_offset, 0);
+KPATH_TUNABLE(__u32, tp_parent_size, 0);
 
 /* Witnesses (irqoff_cpu_watch in irqoff.h). Per-CPU data of another CPU is found from its
  * per-CPU area, which each CPU learns from its own run queue: current->se.cfs_rq->rq is this
  * CPU's `runqueues` (CONFIG_FAIR_GROUP_SCHED), at percpu_runqueues from the start of the per-CPU
  * section. The offsets come from vmlinux BTF (its .data..percpu section), in user space, so that
  * this object needs no CO-RE. -1: not known. */
-const volatile __u32 cpu_count = 1;             /* possible CPUs: irqoff_cpu_watch's size */
-const volatile __s64 task_cfs_rq_offset = -1;   /* task_struct.se + sched_entity.cfs_rq */
-const volatile __s64 cfs_rq_rq_offset = -1;     /* cfs_rq.rq */
-const volatile __s64 percpu_runqueues = -1;     /* runqueues in the per-CPU section */
-const volatile __s64 percpu_preempt_count = -1; /* the preempt count (x86: a per-CPU int) */
-const volatile __s64 percpu_steal_time = -1;    /* KVM's struct kvm_steal_time */
+KPATH_TUNABLE(__u32, cpu_count, 1);             /* possible CPUs: irqoff_cpu_watch's size */
+KPATH_TUNABLE(__s64, task_cfs_rq_offset, -1);   /* task_struct.se + sched_entity.cfs_rq */
+KPATH_TUNABLE(__s64, cfs_rq_rq_offset, -1);     /* cfs_rq.rq */
+KPATH_TUNABLE(__s64, percpu_runqueues, -1);     /* runqueues in the per-CPU section */
+KPATH_TUNABLE(__s64, percpu_preempt_count, -1); /* the preempt count (x86: a per-CPU int) */
+KPATH_TUNABLE(__s64, percpu_steal_time, -1);    /* KVM's struct kvm_steal_time */
 /* Only where preempt_disable() counts (CONFIG_PREEMPT_COUNT, which CONFIG_PREEMPTION implies):
  * else a spinlock leaves the count at 0 and a preemptible-looking CPU may hold IRQs off. */
-const volatile __u32 preempt_count_reliable = 0;
+KPATH_TUNABLE(__u32, preempt_count_reliable, 0);
 /* A virtual machine (user space asks cpuinfo, DMI, /sys/hypervisor) where the late ticks of every
  * CPU together are a pause of the VM, not a region (irqoff.ignore_vm_pauses). */
-const volatile __u32 vm_pause_rule = 0;
+KPATH_TUNABLE(__u32, vm_pause_rule, 0);
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -239,6 +239,7 @@ static __always_inline void witness(__u32 other, __u64 now) {
  * made the verifier take minutes on 6.1 with 40 possible CPUs. */
 static __always_inline bool neighbours_late_too(__u32 cpu, __u64 due, __u64 now) {
   __u32 late_too = 0;
+  KPATH_UNROLL_FOR_OLD_KERNELS
   for (__u32 i = 0; i < 2 * IRQOFF_WITNESSES; i++) {
     __u32 distance = i / 2 + 1;
     if (distance >= cpu_count) break;
@@ -269,6 +270,7 @@ static __always_inline bool neighbours_late_too(__u32 cpu, __u64 due, __u64 now)
 static __always_inline void count_region(struct irqoff_totals* t, __u64 length_ns) {
   static const __u64 bounds_us[IRQOFF_BUCKETS] = IRQOFF_BUCKET_BOUNDS_US;
   __u32 bucket = IRQOFF_BUCKETS;
+  KPATH_UNROLL_FOR_OLD_KERNELS
   for (__u32 i = 0; i < IRQOFF_BUCKETS; i++) {
     if (length_ns <= bounds_us[i] * 1000) {
       bucket = i;
@@ -288,10 +290,13 @@ static __always_inline void count_region(struct irqoff_totals* t, __u64 length_n
 
 static __always_inline void emit(void* ctx, struct irqoff_event* e, struct irqoff_totals* t) {
   long err;
+#ifndef KPATH_NO_GLOBAL_DATA /* no ring buffer (5.8) where there is no global data */
   if (use_ringbuf) {
     /* No wakeup: user space drains on its sampling clock, nobody waits on the ring. */
     err = bpf_ringbuf_output(&irqoff_events, e, sizeof(*e), BPF_RB_NO_WAKEUP);
-  } else {
+  } else
+#endif
+  {
     err = bpf_perf_event_output(ctx, &irqoff_events_perf, BPF_F_CURRENT_CPU, e, sizeof(*e));
   }
   if (err) t->events_lost += 1;
@@ -308,12 +313,15 @@ static __always_inline int thread_at(struct irqoff_cpu_state* st, __u64 at,
   __u32 count = st->switch_count;
   __s32 found = -1;
   __u32 newer = 0;
+  bool older = false; /* a switch at or before `at` was seen: the walk is over */
+  KPATH_UNROLL_FOR_OLD_KERNELS
   for (__u32 i = 0; i < IRQOFF_SWITCHES; i++) {
-    if (i >= count) break;
     __u32 idx = (count - 1 - i) & (IRQOFF_SWITCHES - 1); /* newest first */
-    if (st->switches[idx].ns <= at) break;
-    found = (__s32)idx;
-    newer++;
+    older = older || i >= count || st->switches[idx].ns <= at;
+    if (!older) {
+      found = (__s32)idx;
+      newer++;
+    }
   }
   if (found < 0 || found >= IRQOFF_SWITCHES) return 0;
   if (newer == IRQOFF_SWITCHES) {
@@ -339,6 +347,7 @@ static __always_inline int on_tick(struct bpf_perf_event_data* ctx) {
   t->ticks += 1;
 
   /* Look at the next CPUs first: this tick may end in a region of its own. */
+  KPATH_UNROLL_FOR_OLD_KERNELS
   for (__u32 i = 1; i <= IRQOFF_WITNESSES; i++) {
     if (i >= cpu_count) break;
     witness((cpu + i) % cpu_count, now);
@@ -516,8 +525,8 @@ int BPF_PROG(irqoff_cpu_idle_raw_tp, unsigned int state) {
 
 /* sched:sched_switch: remember who was switched out, and when (see thread_at). Runs with IRQs
  * off inside the scheduler, so the tick never sees a half-written slot. */
-const volatile __u32 tp_prev_comm_offset = 0;
-const volatile __u32 tp_prev_pid_offset = 0;
+KPATH_TUNABLE(__u32, tp_prev_comm_offset, 0);
+KPATH_TUNABLE(__u32, tp_prev_pid_offset, 0);
 
 static __always_inline struct irqoff_switch* next_switch(struct irqoff_cpu_state** state) {
   __u32 zero = 0;
@@ -530,8 +539,8 @@ static __always_inline struct irqoff_switch* next_switch(struct irqoff_cpu_state
 /* Where task_struct keeps pid and comm, from vmlinux BTF in user space: read through these
  * offsets rather than CO-RE, so this object carries no CO-RE relocation and its tracepoint and
  * perf-event programs load on kernels without BTF too. */
-const volatile __u32 task_pid_offset = 0;
-const volatile __u32 task_comm_offset = 0;
+KPATH_TUNABLE(__u32, task_pid_offset, 0);
+KPATH_TUNABLE(__u32, task_comm_offset, 0);
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(irqoff_sched_switch_tp_btf, bool preempt, struct task_struct* prev) {

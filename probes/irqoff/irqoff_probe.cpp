@@ -12,9 +12,11 @@
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "irqoff.legacy.skel.h"
 #include "irqoff.skel.h"
 #include "irqoff_kvm_steal.skel.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/irqoff/culprit.h"
 #include "probes/irqoff/irqoff.h"
@@ -227,6 +229,7 @@ absl::Status IrqOffProbe::Load(Skeleton* skel, IrqOffMethod method, Mechanism me
              {progs.disable, progs.enable, progs.tick, progs.nmi, progs.idle, progs.sched_switch});
   int err = bpf_object__load(skel->obj);
   if (err) return LibbpfError("load", err);
+  if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
   progs_ = progs;
   return absl::OkStatus();
 }
@@ -252,7 +255,7 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
           steal_ = std::move(skel);
         }
       } else {
-        OwnedSkeleton<irqoff_bpf> skel(irqoff_bpf__open(), irqoff_bpf__destroy);
+        OwnedSkeleton<irqoff_bpf> skel = KPATH_OPEN_SKELETON(irqoff, kernel_.HasBpfGlobalData());
         if (!skel) return LibbpfError("open", errno);
         loaded = Load(skel.get(), method, mechanism, helpers);
         if (loaded.ok()) {

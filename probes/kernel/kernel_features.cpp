@@ -1,5 +1,6 @@
 #include "probes/kernel/kernel_features.h"
 
+#include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
@@ -7,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "fmt/format.h"
@@ -311,6 +314,35 @@ absl::Status LiveKernelFeatures::SoftwareCpuClock() {
 
 bool LiveKernelFeatures::HasRingBuffer() {
   return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr) == 1;
+}
+
+bool LiveKernelFeatures::HasBpfGlobalData() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!global_data_) {
+    // What libbpf asks (probe_kern_global_data): does a socket filter that stores through a
+    // pointer to an array map's value (ld_imm64 BPF_PSEUDO_MAP_VALUE) load?
+    global_data_ = false;
+    int map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "kpath_global", sizeof(int), 32, 1, nullptr);
+    if (map >= 0) {
+      bpf_insn insns[5] = {};
+      insns[0].code = BPF_LD | BPF_DW | BPF_IMM;  // r1 = &map value + 16
+      insns[0].dst_reg = BPF_REG_1;
+      insns[0].src_reg = BPF_PSEUDO_MAP_VALUE;
+      insns[0].imm = map;
+      insns[1].imm = 16;
+      insns[2].code = BPF_ST | BPF_MEM | BPF_DW;  // *(u64*)(r1 + 0) = 42
+      insns[2].dst_reg = BPF_REG_1;
+      insns[2].imm = 42;
+      insns[3].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+      insns[3].dst_reg = BPF_REG_0;
+      insns[4].code = BPF_JMP | BPF_EXIT;
+      int prog = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, nullptr, "GPL", insns, 5, nullptr);
+      global_data_ = prog >= 0;
+      if (prog >= 0) close(prog);
+      close(map);
+    }
+  }
+  return *global_data_;
 }
 
 bool LiveKernelFeatures::KvmStealTimeReadable() {

@@ -92,6 +92,9 @@ class KernelFeatures {
   virtual absl::Status SoftwareCpuClock() = 0;
   // BPF ring buffer maps (BPF_MAP_TYPE_RINGBUF, Linux 5.8+); else the perf buffer is used.
   virtual bool HasRingBuffer() = 0;
+  // BPF global data (.rodata, .data, .bss maps referenced from programs; Linux 5.2+): else each
+  // probe loads its object's build without it (KPATH_TUNABLE in probes/bpf/kpath_bpf.h).
+  virtual bool HasBpfGlobalData() = 0;
   // BPF can read KVM's per-CPU steal-time record as a typed ksym: vmlinux BTF describes the
   // per-CPU variable `steal_time` and kallsyms lists it (CONFIG_KALLSYMS_ALL), so the kernel
   // resolves it.
@@ -127,6 +130,7 @@ class LiveKernelFeatures final : public KernelFeatures {
   absl::Status HardwareNmiSampling() override;
   absl::Status SoftwareCpuClock() override;
   bool HasRingBuffer() override;
+  bool HasBpfGlobalData() override;
   bool KvmStealTimeReadable() override;
   // Frees the parsed vmlinux BTF (~6 MB resident), for when every probe is loaded; a later
   // question parses it again.
@@ -150,6 +154,7 @@ class LiveKernelFeatures final : public KernelFeatures {
   std::map<std::string, absl::StatusOr<TracepointFormat>, std::less<>> formats_;  // "cat/event"
   std::optional<absl::Status> kprobes_;
   std::optional<int> possible_cpus_;
+  std::optional<bool> global_data_;
 };
 
 }  // namespace kpath

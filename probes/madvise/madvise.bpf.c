@@ -10,19 +10,19 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
-const volatile __u32 tp_len_offset = 0; /* sys_enter_madvise, from its format file */
-const volatile __u32 tp_len_size = 0;
-const volatile __u32 tp_behavior_offset = 0;
-const volatile __u32 tp_behavior_size = 0;
-const volatile __u32 tp_vec_offset = 0; /* sys_enter_process_madvise */
-const volatile __u32 tp_vec_size = 0;
-const volatile __u32 tp_vlen_offset = 0;
-const volatile __u32 tp_vlen_size = 0;
-const volatile __u32 tp_pm_behavior_offset = 0;
-const volatile __u32 tp_pm_behavior_size = 0;
-const volatile __u32 kprobe_layout = MADVISE_KPROBE_SYSCALL_REGS;    /* madvise_kprobe */
-const volatile __u32 pm_kprobe_layout = MADVISE_KPROBE_SYSCALL_REGS; /* process_madvise_kprobe */
-const volatile __u32 task_comm_offset = 0; /* task_struct.comm, from vmlinux BTF */
+KPATH_TUNABLE(__u32, tp_len_offset, 0); /* sys_enter_madvise, from its format file */
+KPATH_TUNABLE(__u32, tp_len_size, 0);
+KPATH_TUNABLE(__u32, tp_behavior_offset, 0);
+KPATH_TUNABLE(__u32, tp_behavior_size, 0);
+KPATH_TUNABLE(__u32, tp_vec_offset, 0); /* sys_enter_process_madvise */
+KPATH_TUNABLE(__u32, tp_vec_size, 0);
+KPATH_TUNABLE(__u32, tp_vlen_offset, 0);
+KPATH_TUNABLE(__u32, tp_vlen_size, 0);
+KPATH_TUNABLE(__u32, tp_pm_behavior_offset, 0);
+KPATH_TUNABLE(__u32, tp_pm_behavior_size, 0);
+KPATH_TUNABLE(__u32, kprobe_layout, MADVISE_KPROBE_SYSCALL_REGS);    /* madvise_kprobe */
+KPATH_TUNABLE(__u32, pm_kprobe_layout, MADVISE_KPROBE_SYSCALL_REGS); /* process_madvise_kprobe */
+KPATH_TUNABLE(__u32, task_comm_offset, 0); /* task_struct.comm, from vmlinux BTF */
 
 /* The record of every syscalls:sys_enter_* event (struct syscall_trace_enter in
  * kernel/trace/trace_syscalls.c): the common header, the syscall number, then each argument in

@@ -21,7 +21,7 @@ struct {
 } madvise_events SEC(".maps");
 
 /* kpathd's process id (tgid), set by user space: its check call (MADVISE_SELF_CHECK_BYTES). */
-const volatile __u32 madvise_self_tgid = 0;
+KPATH_TUNABLE(__u32, madvise_self_tgid, 0);
 
 static __always_inline void madvise_count_event(__u32 event) {
   __u64* n = bpf_map_lookup_elem(&madvise_events, &event);

@@ -8,9 +8,11 @@
 #include <cstring>
 
 #include "fmt/format.h"
+#include "madvise.legacy.skel.h"
 #include "madvise.skel.h"
 #include "madvise_fentry.skel.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/madvise/madvise.h"
 #include "probes/madvise/madvise_probe.h"
 
@@ -34,8 +36,9 @@ uint32_t KprobeLayout(MadviseArgLayout layout) {
 template <typename S, S* (*OpenFn)(), void (*DestroyFn)(S*), int (*LoadFn)(S*)>
 struct SkeletonFunctions {
   using Skeleton = S;
-  static constexpr auto Open = OpenFn;
-  static constexpr auto Destroy = DestroyFn;
+  static OwnedSkeleton<S> Open(bool /*global_data: 5.2+ wherever fentry is*/) {
+    return OwnedSkeleton<S>(OpenFn(), DestroyFn);
+  }
   static constexpr auto Load = LoadFn;
 };
 
@@ -44,6 +47,10 @@ struct SkeletonFunctions {
 // has a program per layout, each given its target before load.
 struct KprobeHook
     : SkeletonFunctions<madvise_bpf, madvise_bpf__open, madvise_bpf__destroy, madvise_bpf__load> {
+  // madvise.bpf.c has a build for kernels without global data (4.19).
+  static OwnedSkeleton<madvise_bpf> Open(bool global_data) {
+    return KPATH_OPEN_SKELETON(madvise, global_data);
+  }
   static absl::StatusOr<bpf_program*> Madvise(Skeleton* skel, MadviseArgLayout layout,
                                               const std::string&) {
     skel->rodata->kprobe_layout = KprobeLayout(layout);
@@ -95,7 +102,7 @@ absl::Status MadviseProbe::AttachFunctionWith(const AttachPlan& plan,
 
   absl::Status last;
   for (bool with_companion : {companion.target.has_value(), false}) {
-    OwnedSkeleton<typename Hook::Skeleton> skel(Hook::Open(), Hook::Destroy);
+    OwnedSkeleton<typename Hook::Skeleton> skel = Hook::Open(kernel_.HasBpfGlobalData());
     if (!skel) return LibbpfError("open", errno);
     skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
     absl::StatusOr<bpf_program*> chosen = Hook::Madvise(skel.get(), *layout, plan.target);
@@ -118,6 +125,7 @@ absl::Status MadviseProbe::AttachFunctionWith(const AttachPlan& plan,
       if (pm) continue;
       return last;
     }
+    if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
     if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
     if (absl::Status s = AttachAndRemember({*chosen}, plan, "attach"); !s.ok()) return s;
     ListPrograms({*chosen});

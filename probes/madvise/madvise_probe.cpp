@@ -13,9 +13,11 @@
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
+#include "madvise.legacy.skel.h"
 #include "madvise.skel.h"
 #include "madvise_fentry.skel.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/madvise/madvise.h"
 #include "probes/madvise/madvise_metrics.h"
@@ -260,7 +262,7 @@ absl::Status MadviseProbe::AttachTracepoint(const AttachPlan& plan) {
     if (task_comm && !comm_offset) continue;
     for (bool with_companion : {true, false}) {
       if (with_companion && !pm_possible) continue;
-      OwnedSkeleton<madvise_bpf> skel(madvise_bpf__open(), madvise_bpf__destroy);
+      OwnedSkeleton<madvise_bpf> skel = KPATH_OPEN_SKELETON(madvise, kernel_.HasBpfGlobalData());
       if (!skel) return LibbpfError("open", errno);
       bpf_program* chosen = task_comm ? skel->progs.madvise_tracepoint_task_comm
                             : direct  ? skel->progs.madvise_tracepoint
@@ -292,6 +294,7 @@ absl::Status MadviseProbe::AttachTracepoint(const AttachPlan& plan) {
         spdlog::debug("probe {}: {}; trying the next variant", kName, std::string(last.message()));
         continue;
       }
+      if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
       if (absl::Status s = AdoptMaps(skel->obj); !s.ok()) return s;
       if (absl::Status s = AttachAndRemember({chosen}, plan, "attach"); !s.ok()) return s;
       ListPrograms({chosen});

@@ -8,8 +8,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-const volatile __u32 tp_reason_offset = 0; /* classic tracepoint: from the format file */
-const volatile __u32 tp_reason_size = 0;
+KPATH_TUNABLE(__u32, tp_reason_offset, 0); /* classic tracepoint: from the format file */
+KPATH_TUNABLE(__u32, tp_reason_size, 0);
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -8,8 +8,10 @@
 
 #include "fmt/format.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/madvise/madvise_metrics.h"
 #include "probes/madvise/tlb_flush.h"
+#include "tlb_flush.legacy.skel.h"
 #include "tlb_flush.skel.h"
 
 namespace kpath {
@@ -77,7 +79,7 @@ absl::Status TlbFlushProbe::Supported(const AttachPlan& plan) {
 
 absl::Status TlbFlushProbe::Attach(const AttachPlan& plan) {
   Detach();
-  OwnedSkeleton<tlb_flush_bpf> skel(tlb_flush_bpf__open(), tlb_flush_bpf__destroy);
+  OwnedSkeleton<tlb_flush_bpf> skel = KPATH_OPEN_SKELETON(tlb_flush, kernel_.HasBpfGlobalData());
   if (!skel) return LibbpfError("open", errno);
   bpf_program* chosen = nullptr;
   switch (plan.mechanism) {
@@ -102,6 +104,7 @@ absl::Status TlbFlushProbe::Attach(const AttachPlan& plan) {
   }
   EnableOnly(skel->obj, {chosen});
   if (int err = tlb_flush_bpf__load(skel.get()); err) return LibbpfError("load", err);
+  if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
   if (absl::Status s = AttachAndRemember({chosen}, plan, "attach"); !s.ok()) return s;
   ListPrograms({chosen});
   flushes_fd_ = bpf_map__fd(skel->maps.tlb_flushes);

@@ -7,7 +7,7 @@
 #include "live_table.h"
 
 /* log2 of the spill part's slots, set by user space between open and load (0: table unused). */
-const volatile __u32 live_table_bits = 17;
+KPATH_TUNABLE(__u32, live_table_bits, 17);
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);

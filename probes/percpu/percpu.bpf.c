@@ -22,32 +22,32 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
-const volatile __u32 nr_possible_cpus = 1;
-const volatile __u32 tp_size_offset = 0; /* classic tracepoint: field offsets */
-const volatile __u32 tp_size_size = 0;
-const volatile __u32 tp_bytes_alloc_offset = 0; /* 0 when the field is absent */
-const volatile __u32 tp_bytes_alloc_size = 0;
-const volatile __u32 tp_call_site_offset = 0; /* 0 when the field is absent */
-const volatile __u32 tp_ptr_offset = 0;
-const volatile __u32 tp_free_ptr_offset = 0;
+KPATH_TUNABLE(__u32, nr_possible_cpus, 1);
+KPATH_TUNABLE(__u32, tp_size_offset, 0); /* classic tracepoint: field offsets */
+KPATH_TUNABLE(__u32, tp_size_size, 0);
+KPATH_TUNABLE(__u32, tp_bytes_alloc_offset, 0); /* 0 when the field is absent */
+KPATH_TUNABLE(__u32, tp_bytes_alloc_size, 0);
+KPATH_TUNABLE(__u32, tp_call_site_offset, 0); /* 0 when the field is absent */
+KPATH_TUNABLE(__u32, tp_ptr_offset, 0);
+KPATH_TUNABLE(__u32, tp_free_ptr_offset, 0);
 /* Name callers from stack samples even where the tracepoint has call_site (configuration
  * percpu.caller_from_stack): the path kernels before 5.19 take, testable on newer ones. */
-const volatile bool caller_from_stack_always = false;
+KPATH_TUNABLE(bool, caller_from_stack_always, false);
 /* task_struct.comm from vmlinux BTF, or 0: see kpath_current_comm. */
-const volatile __u32 task_comm_offset = 0;
+KPATH_TUNABLE(__u32, task_comm_offset, 0);
 /* With the table and BTF: task_struct.tgid, and kpathd's own tgid. kpathd allocates per-CPU
  * memory for its maps' values at start (thousands of allocations) and keeps it as long as it
  * runs: those go straight to the table's spill part, to leave the hot part to churn. */
-const volatile __u32 task_tgid_offset = 0;
-const volatile __s32 self_tgid = 0;
+KPATH_TUNABLE(__u32, task_tgid_offset, 0);
+KPATH_TUNABLE(__s32, self_tgid, 0);
 /* kpathd's canary: bytes from self_check_bytes to self_check_bytes + self_check_slack (per-CPU
  * size PERCPU_SELF_CHECK_SIZE x possible CPUs, plus the memcg pointers bytes_alloc may add) by
  * self_tgid. 0: no canary. */
-const volatile __u64 self_check_bytes = 0;
-const volatile __u64 self_check_slack = 0;
+KPATH_TUNABLE(__u64, self_check_bytes, 0);
+KPATH_TUNABLE(__u64, self_check_slack, 0);
 /* kpathd's pid namespace for kpath_current_is_self (0: the initial one's ids). */
-const volatile __u64 self_pidns_dev = 0;
-const volatile __u64 self_pidns_ino = 0;
+KPATH_TUNABLE(__u64, self_pidns_dev, 0);
+KPATH_TUNABLE(__u64, self_pidns_ino, 0);
 
 /* 512 keys per interval: per-CPU hashes preallocate entries x CPUs x 16 bytes of Percpu memory
  * (1 MiB for both buffers of both maps on a 64-CPU host); keys beyond it are counted as "other".

@@ -11,8 +11,10 @@
 #include <utility>
 
 #include "fmt/format.h"
+#include "percpu.legacy.skel.h"
 #include "percpu.skel.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/human_units.h"
 #include "probes/collect/label_values.h"
@@ -184,7 +186,7 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan) {
 absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTracking tracking,
                                           bool& load_failed) {
   load_failed = false;
-  OwnedSkeleton<percpu_bpf> skel(percpu_bpf__open(), percpu_bpf__destroy);
+  OwnedSkeleton<percpu_bpf> skel = KPATH_OPEN_SKELETON(percpu, kernel_.HasBpfGlobalData());
   if (!skel) return LibbpfError("open", errno);
 
   bool legacy = false;
@@ -297,6 +299,7 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
     load_failed = true;
     return LibbpfError("load", err);
   }
+  if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
 
   absl::StatusOr<KeyedCounterMaps> alloc_maps = KeyedCounterMaps::Find(skel->obj, "alloc_counts");
   if (!alloc_maps.ok()) return alloc_maps.status();

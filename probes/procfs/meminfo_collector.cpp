@@ -46,7 +46,7 @@ absl::Status MeminfoCollector::Collect(MetricFamilies& out) {
   if (!percpu) {
     if (!warned_no_percpu_) {
       spdlog::warn(
-          "{} has no Percpu field in kB (it appeared in Linux 4.20): kpath_percpu_bytes and "
+          "{} has no Percpu field in kB (it appeared in Linux 4.16): kpath_percpu_bytes and "
           "kpath_percpu_growth_bytes_per_second are not exported",
           path.string());
       warned_no_percpu_ = true;

@@ -17,10 +17,10 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by user space between open and load. */
-const volatile __u32 self_tgid = 0; /* kpathd's own reads are not counted */
+KPATH_TUNABLE(__u32, self_tgid, 0); /* kpathd's own reads are not counted */
 /* kpathd's pid namespace for kpath_current_is_self (0: the initial one's ids). */
-const volatile __u64 self_pidns_dev = 0;
-const volatile __u64 self_pidns_ino = 0;
+KPATH_TUNABLE(__u64, self_pidns_dev, 0);
+KPATH_TUNABLE(__u64, self_pidns_ino, 0);
 
 KPATH_KEYED_COUNTERS(slabinfo_reads, struct slabinfo_reader_key, struct slabinfo_reader_value, 1024)
 

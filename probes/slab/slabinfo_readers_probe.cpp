@@ -14,10 +14,12 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "probes/collect/bpf_maps.h"
+#include "probes/collect/bpf_skeleton.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/label_values.h"
 #include "probes/slab/slab_metrics.h"
 #include "probes/slab/slabinfo_readers.h"
+#include "slabinfo_readers.legacy.skel.h"
 #include "slabinfo_readers.skel.h"
 
 namespace kpath {
@@ -107,8 +109,8 @@ absl::Status SlabinfoReadersProbe::Supported(const AttachPlan& plan) {
 
 absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan) {
   Detach();
-  OwnedSkeleton<slabinfo_readers_bpf> skel(slabinfo_readers_bpf__open(),
-                                           slabinfo_readers_bpf__destroy);
+  OwnedSkeleton<slabinfo_readers_bpf> skel =
+      KPATH_OPEN_SKELETON(slabinfo_readers, kernel_.HasBpfGlobalData());
   if (!skel) return LibbpfError("open", errno);
   skel->rodata->self_tgid = static_cast<__u32>(getpid());
   skel->rodata->self_pidns_dev = OwnPidNamespaceForBpf().dev;
@@ -137,6 +139,7 @@ absl::Status SlabinfoReadersProbe::Attach(const AttachPlan& plan) {
   }
   EnableOnly(skel->obj, chosen);
   if (int err = slabinfo_readers_bpf__load(skel.get()); err) return LibbpfError("load", err);
+  if (absl::Status s = FillTunablesMap(skel->obj); !s.ok()) return s;
 
   absl::StatusOr<KeyedCounterMaps> maps = KeyedCounterMaps::Find(skel->obj, "slabinfo_reads");
   if (!maps.ok()) return maps.status();

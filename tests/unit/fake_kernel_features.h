@@ -37,6 +37,7 @@ class FakeKernelFeatures final : public KernelFeatures {
   bool software = true;  // the `software` perf event source
   bool ring_buffer = true;
   bool kvm_steal_time = false;
+  bool global_data = true;
   std::vector<int> online_cpus = {0, 1};
   // A fixture tree (tests/fixtures/linux-*): a listed tracepoint without an entry in `formats`
   // gets its format from <tree>/sys/kernel/tracing/events/.
@@ -106,6 +107,7 @@ class FakeKernelFeatures final : public KernelFeatures {
     return software ? absl::OkStatus() : absl::UnavailableError("no software events");
   }
   bool HasRingBuffer() override { return ring_buffer; }
+  bool HasBpfGlobalData() override { return global_data; }
   bool KvmStealTimeReadable() override { return kvm_steal_time; }
 };
 
