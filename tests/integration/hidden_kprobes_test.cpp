@@ -160,7 +160,17 @@ TEST_CASE(
   KprobeEvent event(tracing, "kpath_seed002", "vfs_read_" + std::to_string(getpid()), "vfs_read");
   REQUIRE(event.defined());
   REQUIRE(event.Enable(true));
-  HookAgent agent(kAgent, {"--kprobe", "security_file_permission"});
+  // Seed 002's hook; kernels built without LSMs (the 4.19 test kernel) inline it away, and the
+  // agent then takes another function of the hot list.
+  const std::string agent_target = [] {
+    std::ifstream kallsyms("/proc/kallsyms");
+    for (std::string line; std::getline(kallsyms, line);) {
+      if (line.size() > 25 && line.compare(line.size() - 25, 25, " security_file_permission") == 0)
+        return "security_file_permission";
+    }
+    return "vfs_write";
+  }();
+  HookAgent agent(kAgent, {"--kprobe", agent_target});
   REQUIRE(agent.WaitReady(10s));
 
   std::map<std::string, std::string> hooks;
@@ -169,7 +179,7 @@ TEST_CASE(
     body = kpathd.Scrape().value_or("");
     hooks = KprobeHooks(body);
     if (MetricValue(body, "kpath_hidden_kprobes") == hidden_before + 2 &&
-        hooks.count("security_file_permission") && hooks.count("vfs_read")) {
+        hooks.count(agent_target) && hooks.count("vfs_read")) {
       break;
     }
   }
@@ -182,7 +192,7 @@ TEST_CASE(
       MetricValue(body, "kpath_foreign_hooks", {{"kind", "kprobe"}, {"hot", "true"}}).value_or(0) >=
       2);
   // The agent's BPF kprobe names the agent; the tracefs event has no holder.
-  CHECK(hooks["security_file_permission"] == "hook_agent true 1");
+  CHECK(hooks[agent_target] == "hook_agent true 1");
   CHECK(hooks["vfs_read"] == "unknown true 1");
   // Nothing of kpathd's: not its kprobe targets, not its name.
   CHECK(hooks.count("pcpu_alloc") == 0);
@@ -205,7 +215,7 @@ TEST_CASE(
     body = kpathd.Scrape().value_or("");
     std::map<std::string, std::string> left = KprobeHooks(body);
     gone = MetricValue(body, "kpath_hidden_kprobes") == hidden_before &&
-           left.count("security_file_permission") == 0 && left.count("vfs_read") == 0;
+           left.count(agent_target) == 0 && left.count("vfs_read") == 0;
   }
   CHECK(gone);
   kpathd.Signal(SIGTERM);

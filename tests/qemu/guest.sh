@@ -15,6 +15,9 @@ say() { echo "KPATH-GUEST: $*"; }
 power_off() {
   sync
   echo o > /proc/sysrq-trigger
+  # Kernels without ACPI (the 4.19 test kernels) only halt: a reboot ends QEMU (-no-reboot).
+  sleep 2
+  echo b > /proc/sysrq-trigger
   sleep 10
 }
 trap power_off EXIT
@@ -55,9 +58,11 @@ fi
 ip link set lo up
 hostname kpath-qemu
 # The kernel package's own modules (shared with the rest of the host root), for modprobe.
-mkdir -p /lib/modules
-ln -sfn "$KPATH_MODULES" "/lib/modules/$(uname -r)"
-[[ -e "/lib/modules/$(uname -r)/modules.dep" ]] || busybox depmod 2>/dev/null || true
+if [[ -n "$KPATH_MODULES" ]]; then
+  mkdir -p /lib/modules
+  ln -sfn "$KPATH_MODULES" "/lib/modules/$(uname -r)"
+  [[ -e "/lib/modules/$(uname -r)/modules.dep" ]] || busybox depmod 2>/dev/null || true
+fi
 
 features=()
 [[ -e /sys/kernel/btf/vmlinux ]] && features+=(btf)

@@ -33,7 +33,14 @@ if [ "${KPATH_GUEST_ROOT:-}" = systemd ]; then
   fail "switch_root to systemd"
 fi
 mkdir -p /lower /upper /newroot
-mount -t virtiofs -o ro hostroot /lower || fail "mount virtiofs hostroot"
+if [ "${KPATH_GUEST_SHARE:-virtiofs}" = 9p ]; then
+  # Kernels without virtiofs (before 5.4): QEMU's own 9p server; the share is read-only, so
+  # the guest may cache it as it likes.
+  mount -t 9p -o ro,trans=virtio,version=9p2000.L,cache=loose,msize=262144 hostroot /lower ||
+    fail "mount 9p hostroot"
+else
+  mount -t virtiofs -o ro hostroot /lower || fail "mount virtiofs hostroot"
+fi
 mount -t tmpfs -o mode=0755 tmpfs /upper || fail "mount tmpfs"
 mkdir -p /upper/data /upper/work
 if ! mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay /newroot; then

@@ -99,7 +99,7 @@ initramfs_tree() {
     name=${name%%.ko*}
     module_bytes "$path" >"$root/modules/$name.ko"
     echo "$name" >>"$root/modules/order"
-  done < <(module_order "$kdir/lib/modules/$kver" "$@")
+  done < <([[ -z "$kdir" ]] || module_order "$kdir/lib/modules/$kver" "$@")
   cp "$repo/tests/qemu/initramfs-init.sh" "$root/init"
   chmod +x "$root/init"
 }
@@ -130,19 +130,46 @@ stop_guest() {
 # virtiofsd socket `sock` as the virtiofs tag `tag`, the kernel command line `append`; further
 # arguments go to QEMU as they are (a NIC, say). The monitor is $work/monitor.sock.
 start_qemu() {
-  local mode=$1 kernel=$2 initrd=$3 console=$4 sock=$5 tag=$6 append=$7 mem=2048 cpu_args
+  local mode=$1 kernel=$2 initrd=$3 console=$4 sock=$5 tag=$6 append=$7 mem=2048
   shift 7
-  if [[ $mode == kvm ]]; then cpu_args=(-accel kvm -cpu host); else cpu_args=(-accel tcg,thread=multi -cpu max); fi
+  qemu_launch "$mode" "$kernel" "$initrd" "$console" "$append" "$mem" \
+    -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem \
+    -chardev "socket,id=vfs,path=$sock" -device "vhost-user-fs-pci,chardev=vfs,tag=$tag" "$@"
+}
+
+# The same with `dir` shared read-only over 9p (QEMU's own -virtfs) as `tag`, for kernels
+# without virtiofs (5.4+): the 4.19 test kernels. QEMU is started by `launcher` (a command that
+# ends by exec'ing its arguments: the private mount namespace holding the bind tree, say).
+# Those kernels find CPUs in the MP table only (no ACPI), one per socket: -smp N,sockets=N.
+start_qemu_9p() {
+  local mode=$1 kernel=$2 initrd=$3 console=$4 dir=$5 tag=$6 append=$7
+  shift 7
+  # Single-threaded TCG: under multi-threaded TCG the 4.19 guest's text patching (kprobes and
+  # tracepoints enabled by the tests) stalled a vCPU in 1 of 3 ci runs (an RCU self-detected
+  # stall on the patched CPU, as docs/testing.md's Known hang).
+  qemu_tcg_thread=single qemu_smp="$qemu_smp,sockets=$qemu_smp" qemu_launch "$mode" "$kernel" "$initrd" "$console" "$append" 2048 \
+    -virtfs "local,path=$dir,mount_tag=$tag,security_model=none,readonly=on" "$@"
+}
+
+# QEMU with what every guest here has: no default devices, the serial console to a file, the
+# monitor socket, q35 (KVM or multi-threaded TCG), qemu_smp vCPUs, `mem` MiB, no reboot. When
+# qemu_launcher is set (an array: a command that execs its arguments), QEMU starts through it.
+qemu_launch() {
+  local mode=$1 kernel=$2 initrd=$3 console=$4 append=$5 mem=$6 cpu_args
+  shift 6
+  if [[ $mode == kvm ]]; then cpu_args=(-accel kvm -cpu host); else cpu_args=(-accel "tcg,thread=$qemu_tcg_thread" -cpu max); fi
   : >"$console"
-  "$qemu" -nodefaults -no-reboot -display none -serial "file:$console" \
+  "${qemu_launcher[@]}" "$qemu" -nodefaults -no-reboot -display none -serial "file:$console" \
     -monitor "unix:$work/monitor.sock,server,nowait" \
     -machine q35 "${cpu_args[@]}" -smp "$qemu_smp" -m "$mem" \
-    -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem \
-    -chardev "socket,id=vfs,path=$sock" -device "vhost-user-fs-pci,chardev=vfs,tag=$tag" \
     -kernel "$kernel" -initrd "$initrd" -append "$append" "$@" \
     >"$work/qemu.log" 2>&1 &
   qemu_pid=$!
 }
+qemu_launcher=()
+# TCG's threading: multi (a host thread per vCPU), or single (one thread runs every vCPU in
+# turn: slower, but another vCPU never executes code the kernel is patching at that moment).
+qemu_tcg_thread=multi
 
 # What each vCPU of a guest that stopped making progress is executing: registers from the QEMU
 # monitor, instruction pointers named from the kernel's System.map (the guest boots nokaslr).

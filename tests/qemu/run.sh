@@ -16,8 +16,13 @@
 #   KPATH_SKIP_QEMU=1         skip (prints why, exits 0)
 #   BUILD_DIR                 kpathd build with integration_test (default build)
 #   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour>, or SUITE/FLAVOUR for another
-#                             Debian release's kernel (default "cloud-amd64 bullseye/cloud-amd64":
-#                             Debian 12's 6.1 and Debian 11's 5.10; also "rt-amd64")
+#                             Debian release's kernel, or prebuilt/<version>-<arch> (default
+#                             "cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64": Debian
+#                             12's 6.1, Debian 11's 5.10 and the 4.19 test kernel built from source
+#                             by tests/qemu/build-kernel.sh, shared over 9p; also "rt-amd64")
+#   KPATH_QEMU_PREBUILT       where prebuilt/<version>-<arch> kernels are (linux-<version>-<arch>
+#                             .bzImage; default ../shared/kernels beside the checkout); such a
+#                             flavour skips, saying why, where its file is absent
 #   KPATH_QEMU_SUITE          full: every integration test but three (see below; the default);
 #                             ci: one test per fallback mechanism the development kernel lacks
 #                             (scripts/test.sh's stage: about 2 minutes, see ci_tests below)
@@ -82,7 +87,7 @@ fi
 if (($# > 0)); then
   flavours=("$@")
 else
-  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bullseye/cloud-amd64}"
+  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64}"
 fi
 
 log() { echo "qemu: $*"; }
@@ -105,6 +110,13 @@ expected_mechanisms() {
     # do_madvise is inlined into the system call (kpathd's check call finds it blind).
     bullseye/cloud-amd64 | bullseye/amd64)
       echo "percpu_alloc=tp_btf,raw_tp,tracepoint,fentry,kprobe;cgroup_churn=tp_btf,raw_tp,tracepoint;madvise=kprobe,tracepoint;tlb_flush=tp_btf,raw_tp,tracepoint;percpu_alloc_functions=pcpu_alloc,__alloc_percpu_gfp;madvise_functions=__x64_sys_madvise,do_madvise"
+      ;;
+    # The 4.19 test kernel (seed 002's fleet): no BTF, no global data (each probe loads its
+    # KPATH_NO_GLOBAL_DATA build), no percpu tracepoint program through the classic tracepoint
+    # (its load is refused with EACCES and an empty verifier log: not understood yet); no
+    # fentry, so no function must attach by every mechanism (kprobes attach: see madvise=).
+    prebuilt/4.19.79-x86_64)
+      echo "percpu_alloc=raw_tp,kprobe;cgroup_churn=raw_tp,tracepoint;madvise=kprobe,tracepoint;tlb_flush=raw_tp,tracepoint"
       ;;
     *) echo "" ;;
   esac
@@ -140,6 +152,9 @@ if [[ -z "${KPATH_QEMU_TESTS:-}" && $suite == ci ]]; then
 fi
 
 mkdir -p "$cache/debs" "$cache/kernels"
+# Kernels built from source for the matrix (prebuilt/<version>-<arch> flavours): the shared
+# images beside the checkout on the development machines, or KPATH_QEMU_PREBUILT.
+prebuilt_dir=${KPATH_QEMU_PREBUILT:-$repo/../shared/kernels}
 work=$(mktemp -d /tmp/kpath-qemu.XXXXXX)
 # shellcheck source=tests/qemu/lib.sh
 source "$repo/tests/qemu/lib.sh"
@@ -152,13 +167,18 @@ trap cleanup EXIT
 
 make_initramfs() {
   local kdir=$1 kver=$2 flavour=$3 out=$4 root="$work/initramfs"
-  initramfs_tree "$root" "$kdir" "$kver" virtio_pci virtiofs overlay
+  if [[ -n "$kdir" ]]; then
+    initramfs_tree "$root" "$kdir" "$kver" virtio_pci virtiofs overlay
+  else
+    initramfs_tree "$root" "" "$kver" # everything built in
+  fi
   {
+    echo "KPATH_GUEST_SHARE=$(quote "$share")"
     echo "KPATH_GUEST_SCRIPT=$(quote "$repo/tests/qemu/guest.sh")"
     echo "KPATH_BUILD_DIR=$(quote "$build_dir")"
     echo "KPATH_TEST_SPEC=$(quote "$spec")"
     echo "KPATH_TEST_TIMEOUT=$(quote "$test_timeout")"
-    echo "KPATH_MODULES=$(quote "$kdir/lib/modules/$kver")"
+    echo "KPATH_MODULES=$(quote "${kdir:+$kdir/lib/modules/$kver}")"
     echo "KPATH_EXPECT_MECHANISMS=$(quote "$(expected_mechanisms "$flavour")")"
     echo "KPATH_QEMU_KERNEL=$(quote "$kver")"
     echo "KPATH_QEMU_CGROUP=$(quote "${KPATH_QEMU_CGROUP:-hybrid}")"
@@ -169,45 +189,73 @@ make_initramfs() {
   initramfs_pack "$root" "$out"
 }
 
-# virtiofsd serving a read-only view of the host's disk filesystems (not /proc, /sys, /dev, /run
-# or other pseudo filesystems), from a private mount namespace that dies with it.
+# The host's disk filesystems (not /proc, /sys, /dev, /run or other pseudo filesystems) bound
+# read-only under $1, in the private mount namespace of `unshare -m`, which dies with the
+# command that then execs: virtiofsd, or QEMU serving the tree over 9p itself.
+share_tree_script='
+  set -e
+  share=$1
+  shift
+  findmnt -rn -o TARGET,FSTYPE | while read -r target fstype; do
+    case $fstype in ext2|ext3|ext4|xfs|btrfs|overlay|zfs|f2fs|jfs|reiserfs|nfs|nfs4|9p|virtiofs|fuse.*) ;; *) continue ;; esac
+    case $target in /proc*|/sys*|/dev*|/run*|/tmp*|/mnt/*|/media/*|"$share"*) continue ;; esac
+    target=$(printf "%b" "$target")
+    mount --bind "$target" "$share$target"
+    mount -o remount,bind,ro "$share$target"
+  done
+  exec "$@"'
+
+# virtiofsd serving the read-only tree.
 start_virtiofsd() {
   local sock=$1 share="$work/hostroot"
   mkdir -p "$share"
   rm -f "$sock"
-  unshare -m --propagation private bash -c '
-    set -e
-    share=$1; sock=$2; virtiofsd=$3
-    findmnt -rn -o TARGET,FSTYPE | while read -r target fstype; do
-      case $fstype in ext2|ext3|ext4|xfs|btrfs|overlay|zfs|f2fs|jfs|reiserfs|nfs|nfs4|9p|virtiofs|fuse.*) ;; *) continue ;; esac
-      case $target in /proc*|/sys*|/dev*|/run*|/tmp*|/mnt/*|/media/*|"$share"*) continue ;; esac
-      target=$(printf "%b" "$target")
-      mount --bind "$target" "$share$target"
-      mount -o remount,bind,ro "$share$target"
-    done
-    exec "$virtiofsd" --socket-path="$sock" -o source="$share" -o cache=always \
-      -o sandbox=chroot -o log_level=err
-  ' kpath-virtiofsd "$share" "$sock" "$virtiofsd" >"$work/virtiofsd.log" 2>&1 &
+  unshare -m --propagation private bash -c "$share_tree_script" kpath-virtiofsd "$share" \
+    "$virtiofsd" --socket-path="$sock" -o source="$share" -o cache=always \
+    -o sandbox=chroot -o log_level=err >"$work/virtiofsd.log" 2>&1 &
   virtiofsd_pid=$!
   wait_virtiofsd "$sock"
 }
 
-# Starts QEMU with `mode` (kvm or tcg), console to $console.
+guest_append="console=ttyS0 loglevel=4 panic=-1 oops=panic mitigations=off nokaslr"
+
+# Starts QEMU with `mode` (kvm or tcg), console to $console; `share` virtiofs, or 9p for
+# kernels without virtiofs (QEMU then starts inside the tree's mount namespace).
 start_guest() {
-  local mode=$1 kernel=$2 initrd=$3 console=$4 sock="$work/virtiofs.sock"
+  local mode=$1 kernel=$2 initrd=$3 console=$4 share=$5 sock="$work/virtiofs.sock"
+  if [[ $share == 9p ]]; then
+    mkdir -p "$work/hostroot"
+    qemu_launcher=(unshare -m --propagation private bash -c "$share_tree_script" kpath-9p "$work/hostroot")
+    start_qemu_9p "$mode" "$kernel" "$initrd" "$console" "$work/hostroot" hostroot "$guest_append"
+    qemu_launcher=()
+    return 0
+  fi
   start_virtiofsd "$sock" || return 1
-  start_qemu "$mode" "$kernel" "$initrd" "$console" "$sock" hostroot \
-    "console=ttyS0 loglevel=4 panic=-1 oops=panic mitigations=off nokaslr"
+  start_qemu "$mode" "$kernel" "$initrd" "$console" "$sock" hostroot "$guest_append"
 }
 
 overall_failed=0
 for flavour in "${flavours[@]}"; do
-  kdir=$(fetch_kernel "$flavour") || {
-    log "SKIP: linux-image-$flavour: the kernel package could not be fetched (apt-get download failed: no network or archive?)"
-    continue
-  }
-  kernel=$(ls "$kdir"/boot/vmlinuz-* | head -1)
-  kver=${kernel##*/vmlinuz-}
+  if [[ $flavour == prebuilt/* ]]; then
+    # A test kernel built from source (tests/qemu/build-kernel.sh): no package, no modules (all
+    # it needs is built in), no virtiofs: the host root comes over 9p.
+    kernel="$prebuilt_dir/linux-${flavour#prebuilt/}.bzImage"
+    if [[ ! -r $kernel ]]; then
+      log "SKIP: $flavour: no prebuilt kernel $kernel (make one with tests/qemu/build-kernel.sh, or point KPATH_QEMU_PREBUILT at a directory that has it)"
+      continue
+    fi
+    kdir="" share=9p
+    kver=${flavour#prebuilt/}
+    kver=${kver%-*}
+  else
+    kdir=$(fetch_kernel "$flavour") || {
+      log "SKIP: linux-image-$flavour: the kernel package could not be fetched (apt-get download failed: no network or archive?)"
+      continue
+    }
+    kernel=$(ls "$kdir"/boot/vmlinuz-* | head -1)
+    kver=${kernel##*/vmlinuz-}
+    share=virtiofs
+  fi
   label="qemu $kver"
   out_dir="$build_dir/qemu/$kver"
   mkdir -p "$out_dir"
@@ -218,7 +266,9 @@ for flavour in "${flavours[@]}"; do
   irqoff_module=""
   module_started=$SECONDS
   image_deb=$(ls "$cache/debs/linux-image-$kver-unsigned_"*.deb 2>/dev/null | tail -1 || true)
-  if [[ -z "$image_deb" ]]; then
+  if [[ -z "$kdir" ]]; then
+    log "irqoff module: SKIP: $flavour has no module build tree (its IRQ-off tests use the BPF timer only)"
+  elif [[ -z "$image_deb" ]]; then
     log "irqoff module: SKIP: no kernel package in $cache/debs to take the version of the headers from"
   else
     module_status=0
@@ -243,7 +293,7 @@ for flavour in "${flavours[@]}"; do
   # kernel and QEMU version, so that later runs go straight to TCG.
   kvm_key="$cache/kvm-hangs-$(uname -r)-$("$qemu" --version | awk 'NR == 1 { print $4 }')"
   if [[ $accel == kvm || ($accel == auto && -w /dev/kvm && ! -e $kvm_key) ]]; then
-    start_guest kvm "$kernel" "$initrd" "$console"
+    start_guest kvm "$kernel" "$initrd" "$console" "$share"
     if wait_console "$console" "KPATH-GUEST: initramfs" 15 &&
       wait_console "$console" "KPATH-GUEST: booted" 60; then
       mode=kvm
@@ -258,7 +308,7 @@ for flavour in "${flavours[@]}"; do
   fi
   if [[ -z "$mode" ]]; then
     [[ $accel == kvm ]] && { log "FAIL: $kver: KVM requested and it did not boot"; overall_failed=1; continue; }
-    start_guest tcg "$kernel" "$initrd" "$console"
+    start_guest tcg "$kernel" "$initrd" "$console" "$share"
     if wait_console "$console" "KPATH-GUEST: booted" 120; then
       mode=tcg
     else

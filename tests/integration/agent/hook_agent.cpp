@@ -102,6 +102,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   bpf_program__set_autoload(skel->progs.agent_kprobe, !kprobe_function.empty());
+  // tp_btf needs the kernel's BTF (5.5+, and not every kernel has it: 4.19 never does).
+  const bool btf = access("/sys/kernel/btf/vmlinux", R_OK) == 0;
+  bpf_program__set_autoload(skel->progs.agent_btf_fork, btf);
   if (int err = hook_agent_bpf__load(skel); err != 0) {
     std::fprintf(stderr, "hook_agent: load: %s\n", std::strerror(-err));
     return 1;
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
   std::vector<bpf_link*> links;
   for (bpf_program* prog :
        {skel->progs.agent_tp_switch, skel->progs.agent_raw_newtask, skel->progs.agent_btf_fork}) {
+    if (!bpf_program__autoload(prog)) continue;
     bpf_link* link = bpf_program__attach(prog);
     if (link == nullptr) {
       std::fprintf(stderr, "hook_agent: attach %s: %s\n", bpf_program__name(prog),
@@ -162,12 +166,13 @@ int main(int argc, char** argv) {
   stop.store(true);
   caller.join();
   for (bpf_link* link : links) bpf_link__destroy(link);
+  unsigned long long runs[5] = {};
+  for (__u32 i = 0; i < 5; ++i) {
+    __u64 n = 0;
+    if (bpf_map__lookup_elem(skel->maps.runs, &i, sizeof(i), &n, sizeof(n), 0) == 0) runs[i] = n;
+  }
   std::fprintf(stderr, "hook_agent: runs tp=%llu raw_tp=%llu tp_btf=%llu uprobe=%llu kprobe=%llu\n",
-               static_cast<unsigned long long>(skel->bss->runs[0]),
-               static_cast<unsigned long long>(skel->bss->runs[1]),
-               static_cast<unsigned long long>(skel->bss->runs[2]),
-               static_cast<unsigned long long>(skel->bss->runs[3]),
-               static_cast<unsigned long long>(skel->bss->runs[4]));
+               runs[0], runs[1], runs[2], runs[3], runs[4]);
   hook_agent_bpf__destroy(skel);
   return 0;
 }
