@@ -5,9 +5,8 @@
 # integration tests against an ASan + UBSan build of kpathd; and every libFuzzer target (the
 # /proc, /sys and config parsers, under ASan + UBSan) for a few seconds.
 # Environment: BUILD_DIR (default build), CTEST_ARGS (extra ctest arguments),
-#   KPATH_SKIP_RELEASE=1    skip the Release check (every target built as packagers build them,
-#                           -O3, into build-release, warnings as errors, then the unit tests run:
-#                           ~6 minutes on 2 cores)
+#   CMAKE_BUILD_TYPE        the build's type (default Release: -O3, as packagers build, where
+#                           GCC 12 warns where RelWithDebInfo's -O2 does not; warnings are errors)
 #   KPATH_SKIP_NOBTF=1      skip the no-BTF stage (the integration tests again with the kernel's
 #                           BTF hidden, as on kernels built without it: ~1.5 minutes)
 #   KPATH_QEMU=ci           the QEMU stage (the default): Debian 12's 6.1 and Debian 11's 5.10
@@ -16,7 +15,8 @@
 #                           there (about 10-13 minutes)
 #   KPATH_SKIP_QEMU=1       skip the QEMU stage (also KPATH_QEMU=0); it skips by itself, saying
 #                           why, where QEMU cannot run or the kernel package cannot be fetched
-#   KPATH_SKIP_SANITIZE=1   skip the sanitizer stage (build-asan: a second build, ~5 minutes)
+#   KPATH_SKIP_SANITIZE=1   skip the sanitizer stage (build-asan: an ASan + UBSan kpathd, which
+#                           the integration tests of this build then start: ~10 minutes)
 #   KPATH_SANITIZE_TESTS    Catch2 spec of integration tests run against the sanitized kpathd
 #   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
 #   KPATH_SKIP_SYSTEMD=1    skip the systemd stage (tests/systemd/run.sh): the .deb under a real
@@ -28,23 +28,13 @@
 #                           KPATH_SKIP_SEED000_GUEST=1 runs the nspawn part only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh --test
+# Packagers build Release (-O3, where GCC 12 warns where RelWithDebInfo's -O2 does not): every
+# target, the integration tests too (GCC 12's false -Wrestrict hid there), is built that way
+# with warnings as errors, and every test runs against that build.
+CMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE:-Release} scripts/build.sh --test
 build_dir=${BUILD_DIR:-build}
 status=0
 stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
-
-# Packagers build Release (-O3, where GCC 12 warns where RelWithDebInfo's -O2 does not): every
-# target (the integration tests too: GCC 12's false -Wrestrict hid there) built that way,
-# warnings as errors, and the unit tests run.
-if [[ "${KPATH_SKIP_RELEASE:-0}" != "1" ]]; then
-  stage "Release: every target as packagers build them, then the unit tests (build-release)"
-  release_dir=${RELEASE_BUILD_DIR:-build-release}
-  cmake -S . -B "$release_dir" -DCMAKE_BUILD_TYPE=Release -DKPATH_WERROR=ON >/dev/null
-  cmake --build "$release_dir" -j "${JOBS:-$(nproc)}"
-  ctest --test-dir "$release_dir" -L unit --output-on-failure --timeout 300 || status=$?
-else
-  echo "Release check skipped (KPATH_SKIP_RELEASE=1)"
-fi
 
 stage "unit, integration, golden, rules, deploy and e2e tests"
 # Integration tests start daemons and load BPF programs: ctest runs them one at a time.
@@ -73,14 +63,17 @@ if [[ "${KPATH_SKIP_SANITIZE:-0}" != "1" ]]; then
   asan_dir=${ASAN_BUILD_DIR:-build-asan}
   cmake -S . -B "$asan_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKPATH_SANITIZE=ON \
     -DKPATH_WERROR=ON >/dev/null
-  cmake --build "$asan_dir" -j "${JOBS:-$(nproc)}" --target kpathd integration_test
+  # kpathd only: this build's integration tests start it (KPATH_KPATHD_BINARY).
+  cmake --build "$asan_dir" -j "${JOBS:-$(nproc)}" --target kpathd
   # Any report fails the test that caused it: the sanitized process aborts.
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   # The daemon's own code paths: start and stop, scraping, parsing of /proc, /sys and the
   # configuration (fixture trees, garbled files), reload, the web server, the probes' user-space
-  # halves. (Workload-heavy probe tests run in the main stage.)
+  # halves. (Workload-heavy probe tests run in the main stage; the parsers run under ASan +
+  # UBSan in the fuzz stage.)
   spec=${KPATH_SANITIZE_TESTS:-'[daemon],[golden],[config],[web],[slab],[hooks],[madvise]'}
-  (cd "$asan_dir" && tests/integration/integration_test "$spec") || status=1
+  (cd "$build_dir" && KPATH_KPATHD_BINARY="$(realpath "$asan_dir")/daemon/kpathd" \
+    tests/integration/integration_test "$spec") || status=1
   unset ASAN_OPTIONS UBSAN_OPTIONS
 else
   echo "sanitizer stage skipped (KPATH_SKIP_SANITIZE=1)"

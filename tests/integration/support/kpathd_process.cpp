@@ -41,7 +41,12 @@ std::string ReadAll(const fs::path& p) {
 }
 }  // namespace
 
-std::string KpathdBinary() { return KPATHD_BINARY; }
+// The kpathd under test: this build's, or KPATH_KPATHD_BINARY (the sanitizer stage's ASan +
+// UBSan kpathd, run by the same tests: scripts/test.sh).
+std::string KpathdBinary() {
+  const char* other = std::getenv("KPATH_KPATHD_BINARY");
+  return other != nullptr && *other != '\0' ? other : KPATHD_BINARY;
+}
 
 bool IsRoot() { return geteuid() == 0; }
 
