@@ -93,7 +93,7 @@ qemu_suite=${KPATH_QEMU:-ci}
 if [[ "${KPATH_SKIP_QEMU:-0}" == "1" || $qemu_suite == 0 ]]; then
   echo "QEMU stage skipped (KPATH_SKIP_QEMU=1 or KPATH_QEMU=0)"
 else
-  stage "QEMU: Debian 12's 6.1 and Debian 11's 5.10 kernels, $qemu_suite suite (tests/qemu/run.sh)"
+  stage "QEMU: Debian 12's 6.1, Debian 11's 5.10 and the 4.19 test kernel, $qemu_suite suite (tests/qemu/run.sh)"
   qemu_log=$(mktemp)
   qemu_status=0
   BUILD_DIR="$build_dir" KPATH_QEMU_SUITE="$qemu_suite" tests/qemu/run.sh | tee "$qemu_log" ||
