@@ -6,6 +6,11 @@
 # every field access against the running kernel's BTF at load time, so the header's kernel need
 # not match the target's. Set -DKPATH_VMLINUX_BTF=/sys/kernel/btf/vmlinux to generate the header
 # from a kernel's BTF instead (for an architecture that has no vendored header yet).
+#
+# Where the vendored headers came from:
+#   x86_64/  bpftool btf dump of an x86_64 kernel's BTF (its kernel is not recorded).
+#   arm64/   the BTF inside Debian 12's linux-image-6.1.0-57-cloud-arm64-unsigned package (the
+#            .BTF section carved out of the raw Image); scripts/arm64-vmlinux-h.sh regenerates it.
 
 find_program(BPF_CLANG NAMES clang clang-14 REQUIRED)
 find_program(BPFTOOL NAMES bpftool PATHS /usr/sbin /sbin REQUIRED)
