@@ -14,7 +14,9 @@
 #include "fmt/ranges.h"
 #include "irqoff.legacy.skel.h"
 #include "irqoff.skel.h"
+#if KPATH_IRQOFF_KVM_STEAL_OBJECT
 #include "irqoff_kvm_steal.skel.h"
+#endif
 #include "probes/collect/bpf_maps.h"
 #include "probes/collect/bpf_skeleton.h"
 #include "probes/collect/health_metrics.h"
@@ -29,6 +31,8 @@ namespace {
 
 constexpr std::string_view kPreemptIrqTarget = "preemptirq:irq_disable/irq_enable";
 constexpr uint64_t kBucketBoundsUs[IRQOFF_BUCKETS] = IRQOFF_BUCKET_BOUNDS_US;
+// The KVM steal-time object is built for x86_64 only (probes/irqoff/CMakeLists.txt).
+constexpr bool kKvmStealObject = KPATH_IRQOFF_KVM_STEAL_OBJECT;
 }  // namespace
 
 std::string_view IrqOffMethodName(IrqOffMethod method) {
@@ -238,7 +242,8 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
   std::vector<std::string> failures;
   // Steal correction only matters to the timer methods; its object loads only where the kernel
   // resolves KVM's steal_time (else the plain object is used).
-  const bool try_steal = method != IrqOffMethod::kPreemptIrq && kernel_.KvmStealTimeReadable();
+  const bool try_steal =
+      kKvmStealObject && method != IrqOffMethod::kPreemptIrq && kernel_.KvmStealTimeReadable();
   // Without the ksym, the plain object reads it through the per-CPU area (Load sets that up).
   for (bool steal : {true, false}) {
     if (steal && !try_steal) continue;
@@ -246,6 +251,7 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
     for (bool helpers : {true, false}) {
       absl::Status loaded;
       if (steal) {
+#if KPATH_IRQOFF_KVM_STEAL_OBJECT
         OwnedSkeleton<irqoff_kvm_steal_bpf> skel(irqoff_kvm_steal_bpf__open(),
                                                  irqoff_kvm_steal_bpf__destroy);
         if (!skel) return LibbpfError("open", errno);
@@ -254,6 +260,7 @@ absl::Status IrqOffProbe::LoadAny(IrqOffMethod method, Mechanism mechanism) {
           obj_ = skel->obj;
           steal_ = std::move(skel);
         }
+#endif
       } else {
         OwnedSkeleton<irqoff_bpf> skel = KPATH_OPEN_SKELETON(irqoff, kernel_.HasBpfGlobalData());
         if (!skel) return LibbpfError("open", errno);
@@ -372,8 +379,10 @@ std::string IrqOffProbe::OnAttached() {
       "probe irqoff: measuring with {} ({}), reporting regions of {} or more; steal-time "
       "correction {}, witness {}, idle hook {}, context-switch hook {}",
       IrqOffMethodName(method_), resolution, FormatMs(options_.detector.threshold),
-      steal_correction_ ? "kvm" : "none", WitnessName(), idle_hook_ ? "power:cpu_idle" : "none",
-      SwitchHookName());
+      steal_correction_ ? "kvm"
+      : kKvmStealObject ? "none"
+                        : "none (KVM steal time is read on x86_64 only)",
+      WitnessName(), idle_hook_ ? "power:cpu_idle" : "none", SwitchHookName());
   if (hypervisor_ && method_ != IrqOffMethod::kPreemptIrq) {
     spdlog::info(
         "probe irqoff: on a virtual machine ({}: {}): late ticks of a CPU and its neighbours "
