@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian 12 package kpathd needs to build, run and test. Idempotent: installs only
 # what is missing, and runs `apt-get update` only when something must be installed.
-# Usage: scripts/install-deps.sh [--test] [--bench]   (--test adds what the test suite needs,
-# --bench what bench/run-all.sh compares kpathd with)
+# Usage: scripts/install-deps.sh [--test] [--bench] [--arm64]   (--test adds what the test suite
+# needs, --bench what bench/run-all.sh compares kpathd with, --arm64 the cross compiler and the
+# arm64 QEMU of scripts/build-arm64.sh and tests/qemu/run.sh's arm64 kernels)
 set -euo pipefail
 
 build_pkgs=(
@@ -36,11 +37,15 @@ test_pkgs=(
 # bpftrace, the tracer of the case studies.
 bench_pkgs=(prometheus-node-exporter bpftrace python3)
 
+# The arm64 libraries are not installed: scripts/build-arm64.sh extracts them into a sysroot.
+arm64_pkgs=(g++-aarch64-linux-gnu ccache qemu-system-arm busybox-static cpio)
+
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
   case "$arg" in
     --test) want+=("${test_pkgs[@]}") ;;
     --bench) want+=("${bench_pkgs[@]}") ;;
+    --arm64) want+=("${arm64_pkgs[@]}") ;;
   esac
 done
 
