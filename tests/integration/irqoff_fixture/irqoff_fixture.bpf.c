@@ -18,6 +18,14 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+#if defined(__TARGET_ARCH_arm64)
+/* The vendored arm64 vmlinux.h is Debian 12's 6.1, older than open-coded iterators (6.4): the
+ * iterator's type as include/uapi/linux/bpf.h declares it. (The kfuncs themselves need 6.14+.) */
+struct bpf_iter_num {
+  __u64 __opaque[1];
+} __attribute__((aligned(8)));
+#endif
+
 extern void bpf_local_irq_save(unsigned long* flags) __ksym;
 extern void bpf_local_irq_restore(unsigned long* flags) __ksym;
 extern int bpf_iter_num_new(struct bpf_iter_num* it, int start, int end) __ksym;
