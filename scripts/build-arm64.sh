@@ -184,5 +184,5 @@ if ! nice -n 15 cmake --build "$build_dir" -j "$jobs" --target $targets >"$build
   die "build failed (whole log: $build_dir/build.log)"
 fi
 say "built in $((SECONDS - build_started)) s: $(file -b "$build_dir/daemon/kpathd" | cut -d, -f1-2)"
-command -v ccache >/dev/null && say "ccache: $(ccache -s 2>/dev/null | grep -E -i 'hits|misses' | tr -s ' ' | paste -sd ';')"
+command -v ccache >/dev/null && say "ccache, all builds so far: $(ccache -s 2>/dev/null | grep -E -i 'hits|misses' | tr -s ' ' | paste -sd ';')"
 say "done: $build_dir/daemon/kpathd, $build_dir/tests/integration/integration_test; runtime root $cache/root"
