@@ -72,7 +72,8 @@ if [[ "${KPATH_SKIP_SANITIZE:-0}" != "1" ]]; then
   # halves. (Workload-heavy probe tests run in the main stage; the parsers run under ASan +
   # UBSan in the fuzz stage.)
   spec=${KPATH_SANITIZE_TESTS:-'[daemon],[golden],[config],[web],[slab],[hooks],[madvise]'}
-  (cd "$build_dir" && KPATH_KPATHD_BINARY="$(realpath "$asan_dir")/daemon/kpathd" \
+  asan_kpathd=$(realpath "$asan_dir/daemon/kpathd") # before the cd: asan_dir may be relative
+  (cd "$build_dir" && KPATH_KPATHD_BINARY="$asan_kpathd" \
     tests/integration/integration_test "$spec") || status=1
   unset ASAN_OPTIONS UBSAN_OPTIONS
 else
