@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "probes/kernel/kernel_features.h"
 #include "support/expected_mechanisms.h"
 #include "support/hook_agent.h"
 #include "support/kpathd_process.h"
@@ -162,14 +163,11 @@ TEST_CASE(
   REQUIRE(event.Enable(true));
   // Seed 002's hook; kernels built without LSMs (the 4.19 test kernel) inline it away, and the
   // agent then takes another function of the hot list.
-  const std::string agent_target = [] {
-    std::ifstream kallsyms("/proc/kallsyms");
-    for (std::string line; std::getline(kallsyms, line);) {
-      if (line.size() > 25 && line.compare(line.size() - 25, 25, " security_file_permission") == 0)
-        return "security_file_permission";
-    }
-    return "vfs_write";
-  }();
+  const std::string agent_target =
+      kpath::LiveKernelFeatures(kpath::HostPaths(), /*may_mount=*/false)
+              .KernelFunction("security_file_permission")
+          ? "security_file_permission"
+          : "vfs_write";
   HookAgent agent(kAgent, {"--kprobe", agent_target});
   REQUIRE(agent.WaitReady(10s));
 
