@@ -359,7 +359,10 @@ for flavour in "${flavours[@]}"; do
     sleep 1
   done
   if ((timed_out || stalled)); then
-    dump_stalled_guest "$(ls "$kdir"/boot/System.map-* | head -1)" "$out_dir/stalled-vcpus.txt"
+    # A prebuilt kernel has no System.map here (/dev/null: addresses stay numbers), not the host's.
+    system_map=/dev/null
+    [[ -n "$kdir" ]] && system_map=$(ls "$kdir"/boot/System.map-* | head -1)
+    dump_stalled_guest "$system_map" "$out_dir/stalled-vcpus.txt"
     grep -E '^(vCPU|\(System.map)' "$out_dir/stalled-vcpus.txt" | sed "s/^/$label: /" || true
     # What the kernel said about it (soft lockups, RCU stalls), first occurrences.
     grep -a -E 'BUG: soft lockup|rcu: INFO|self-detected stall|hung_task|Oops|BUG:' "$console" |
