@@ -95,6 +95,24 @@ static __always_inline void count_event(__u32 event) {
   if (n) *n += 1;
 }
 
+/* The text [begin, end) of the allocator's wrappers (PERCPU_ALLOCATOR_WRAPPERS, from kallsyms;
+ * 0 and 0 when absent). The tracepoint's call_site is pcpu_alloc's return address: the real
+ * caller where a wrapper tail-calls pcpu_alloc (x86), but the wrapper itself where it calls it
+ * with a return (Debian 12's arm64 6.1: `bl pcpu_alloc` between paciasp and autiasp). There the
+ * caller comes from the stack instead. */
+const volatile __u64 allocator_wrapper_begin[PERCPU_ALLOCATOR_WRAPPERS] = {};
+const volatile __u64 allocator_wrapper_end[PERCPU_ALLOCATOR_WRAPPERS] = {};
+
+static __always_inline bool in_allocator_wrapper(__u64 address) {
+  bool in = false;
+#pragma unroll
+  for (int i = 0; i < PERCPU_ALLOCATOR_WRAPPERS; i++) {
+    in |= address - allocator_wrapper_begin[i] <
+          allocator_wrapper_end[i] - allocator_wrapper_begin[i];
+  }
+  return in;
+}
+
 /* The caller word from a stack sample (layouts without call_site, fentry, kprobe). */
 static __always_inline __u64 caller_from_stack(void* ctx) {
   __u64 frames[PERCPU_CALLER_FRAMES] = {};
@@ -186,7 +204,8 @@ static __always_inline int alloc_tracepoint(bool table, void* ctx) {
   }
   __u64 caller = tp_call_site_offset && !caller_from_stack_always
                      ? kpath_tp_field(ctx, tp_call_site_offset, 8)
-                     : caller_from_stack(ctx);
+                     : 0;
+  if (caller == 0 || in_allocator_wrapper(caller)) caller = caller_from_stack(ctx);
   count_tracked_alloc(table, caller, bytes, kpath_tp_field(ctx, tp_ptr_offset, 8));
   return 0;
 }
@@ -195,7 +214,8 @@ static __always_inline int alloc_tracepoint(bool table, void* ctx) {
  * argument read, bytes_alloc (the 9th), is what tp_btf's load and raw_tp's attach check against
  * the tracepoint's arity. */
 static __always_inline int alloc_with_call_site(bool table, __u64* args) {
-  __u64 caller = caller_from_stack_always ? caller_from_stack(args) : args[0];
+  __u64 caller =
+      caller_from_stack_always || in_allocator_wrapper(args[0]) ? caller_from_stack(args) : args[0];
   count_tracked_alloc(table, caller, args[8], args[7]);
   return 0;
 }

@@ -13,6 +13,9 @@
  *  - 0: unknown. */
 #define PERCPU_CALLER_IS_STACK(caller) ((caller) != 0 && ((caller) >> 32) == 0)
 #define PERCPU_CALLER_FRAMES 12 /* frames kept per stack sample */
+/* The allocator's exported wrappers around pcpu_alloc (__alloc_percpu_gfp, __alloc_percpu,
+ * __alloc_reserved_percpu), whose text the BPF side is told: see allocator_wrapper_begin. */
+#define PERCPU_ALLOCATOR_WRAPPERS 3
 
 /* Allocations by process and caller (KPATH_KEYED_COUNTERS alloc_counts). */
 struct percpu_alloc_key {

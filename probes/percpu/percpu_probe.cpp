@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "fmt/format.h"
 #include "percpu.legacy.skel.h"
@@ -18,6 +19,7 @@
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/human_units.h"
 #include "probes/collect/label_values.h"
+#include "probes/kernel/kallsyms.h"
 #include "probes/percpu/percpu.h"
 #include "probes/percpu/percpu_metrics.h"
 #include "spdlog/spdlog.h"
@@ -30,6 +32,38 @@ namespace {
 // exported __alloc_percpu_gfp.
 constexpr std::string_view kAllocatorFunctions[] = {"pcpu_alloc_noprof", "pcpu_alloc",
                                                     "__alloc_percpu_gfp"};
+
+// The allocator's exported wrappers around pcpu_alloc (before 6.10; macros since).
+constexpr std::array<std::string_view, PERCPU_ALLOCATOR_WRAPPERS> kAllocatorWrappers = {
+    "__alloc_percpu_gfp", "__alloc_percpu", "__alloc_reserved_percpu"};
+
+// Each wrapper's text, from its address to the next function's (kallsyms), for percpu.bpf.c's
+// allocator_wrapper_begin/end: a tracepoint call_site inside one is not the caller. Left 0 where
+// kallsyms cannot be read or hides its addresses: the call_site is then taken as it is.
+void SetAllocatorWrapperText(percpu_bpf* skel, const HostPaths& paths) {
+  absl::StatusOr<std::string> text = ReadFileToString(paths.Proc("kallsyms"));
+  if (!text.ok()) return;
+  std::vector<uint64_t> functions;
+  std::array<uint64_t, PERCPU_ALLOCATOR_WRAPPERS> begin{};
+  ForEachKallsymsLine(*text, [&](const KallsymsLine& symbol, std::string_view) {
+    if (!symbol.module.empty() || symbol.address == 0) return;
+    if (symbol.type != 't' && symbol.type != 'T' && symbol.type != 'w' && symbol.type != 'W') {
+      return;
+    }
+    functions.push_back(symbol.address);
+    for (size_t i = 0; i < kAllocatorWrappers.size(); ++i) {
+      if (symbol.name == kAllocatorWrappers[i]) begin[i] = symbol.address;
+    }
+  });
+  std::sort(functions.begin(), functions.end());
+  for (size_t i = 0; i < kAllocatorWrappers.size(); ++i) {
+    if (begin[i] == 0) continue;
+    auto next = std::upper_bound(functions.begin(), functions.end(), begin[i]);
+    if (next == functions.end()) continue;
+    skel->rodata->allocator_wrapper_begin[i] = begin[i];
+    skel->rodata->allocator_wrapper_end[i] = *next;
+  }
+}
 
 std::string TracepointName(std::string_view event) {
   return fmt::format("{}:{}", PercpuAllocProbe::kCategory, event);
@@ -247,6 +281,7 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   EnableOnly(skel->obj, {alloc, free});
   skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel_.PossibleCpus());
   skel->rodata->caller_from_stack_always = options_.caller_from_stack;
+  SetAllocatorWrapperText(skel.get(), paths_);
 
   // The table reads the comm (and the process, to keep kpathd's own allocations out of the hot
   // part) from the task where the kernel has BTF: it has bpf_get_current_task_btf wherever it
