@@ -517,6 +517,17 @@ TEST_CASE("tlb_flush: each mechanism this kernel has attaches alone and counts s
                       .touch = true,
                       .sibling_cpus = cpus});
       }));
+#if !defined(__x86_64__)
+      // The tracepoint is generic but only x86's TLB code fires it: elsewhere (arm64 invalidates
+      // other CPUs' TLBs with broadcast TLBI instructions) it attaches and counts nothing, so
+      // kpathd reports no flush rather than a wrong one.
+      std::this_thread::sleep_for(1s);
+      auto quiet = kpathd.Scrape();
+      REQUIRE(quiet);
+      CHECK(Sum(*quiet, "kpath_tlb_flushes_total") == Sum(*before, "kpath_tlb_flushes_total"));
+      WARN("tlb_flush " << mechanism << " attached; not x86: tlb:tlb_flush never fires here");
+      continue;
+#endif
       std::string after = ScrapeUntil(
           kpathd, "kpath_tlb_flushes_total", {{"reason", "local_mm_shootdown"}},
           Sum(*before, "kpath_tlb_flushes_total", {{"reason", "local_mm_shootdown"}}) + 20000);
