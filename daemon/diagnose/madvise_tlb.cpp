@@ -2,6 +2,7 @@
 // shootdowns they cause.
 #include <algorithm>
 #include <optional>
+#include <string>
 
 #include "daemon/diagnose/rule.h"
 #include "fmt/format.h"
@@ -25,8 +26,18 @@ void MadviseTlb(const Watch& w, Finding& f) {
   std::optional<double> s0 = w.first.Value(procfs_metrics::kTlbShootdownsTotal);
   std::optional<double> s1 = w.last.Value(procfs_metrics::kTlbShootdownsTotal);
   double shootdowns = s0 && s1 ? (*s1 - *s0) / secs / cpus : 0;
+  // Without the series (no TLB row in /proc/interrupts: arm64 invalidates other CPUs' TLBs with
+  // broadcast TLBI instructions, not IPIs) there is no rate to report, not a rate of 0.
+  const std::string shootdown_text =
+      s0 && s1 ? fmt::format("{} TLB shootdowns per CPU", Rate(shootdowns))
+               : "TLB shootdowns not countable here";
   if (s0 && s1) {
     f.evidence.push_back(fmt::format("TLB shootdowns: {} per CPU", Rate(shootdowns)));
+  } else {
+    f.evidence.push_back(
+        "TLB shootdowns: not countable: /proc/interrupts has no TLB row (only x86 sends "
+        "shootdown IPIs; arm64 invalidates with broadcast TLBI instructions, which no counter "
+        "shows)");
   }
   std::vector<std::string> storms;
   bool madvise_probe = w.Attached("madvise");
@@ -50,17 +61,15 @@ void MadviseTlb(const Watch& w, Finding& f) {
   bool tlb_storm = shootdowns >= w.thresholds.tlb_shootdowns_per_cpu_per_second;
   if (storms.empty() && !tlb_storm) {
     f.state = madvise_probe || (s0 && s1) ? Finding::State::kOk : Finding::State::kNotChecked;
-    f.summary = fmt::format("no madvise storm; {} TLB shootdowns per CPU", Rate(shootdowns));
+    f.summary = fmt::format("no madvise storm; {}", shootdown_text);
     return;
   }
   f.state = Finding::State::kFound;
   f.summary = storms.empty()
                   ? fmt::format("{} TLB shootdowns per CPU, without a madvise storm behind them",
                                 Rate(shootdowns))
-                  : fmt::format(
-                        "{} returns memory to the kernel in a storm of madvise calls; "
-                        "{} TLB shootdowns per CPU",
-                        fmt::join(storms, ", "), Rate(shootdowns));
+                  : fmt::format("{} returns memory to the kernel in a storm of madvise calls; {}",
+                                fmt::join(storms, ", "), shootdown_text);
   if (!storms.empty()) {
     f.fixes.push_back(
         "Go: pool the large short-lived allocations (sync.Pool) so fewer GCs return memory. "
