@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -366,8 +366,12 @@ absl::Status CgroupChurnProbe::DrainCounts() {
 void CgroupChurnProbe::FindCanaryDirectory() {
   if (canary_looked_up_) return;
   canary_looked_up_ = true;
-  // Unique to this kpathd: a tail the programs send, recognised in DrainCounts.
-  canary_name_ = fmt::format("kpathd-canary-{}-{:08x}", getpid(), std::random_device{}());
+  // Unique to this kpathd: a tail the programs send, recognised in DrainCounts. The pid and the
+  // monotonic clock's low bits, not std::random_device: getrandom() blocks until the kernel's
+  // entropy pool is ready, which on a 4.19 arm64 VM without a hardware RNG (no jitter entropy
+  // before 5.4) held kpathd's start for minutes after boot.
+  const auto start_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  canary_name_ = fmt::format("kpathd-canary-{}-{:08x}", getpid(), static_cast<uint32_t>(start_ns));
   // kpathd's own cgroup, in the live kernel whatever --sysfs-root says: the canary is made there.
   absl::StatusOr<std::string> membership = ReadFileToString("/proc/self/cgroup");
   absl::StatusOr<std::string> mountinfo = ReadFileToString("/proc/self/mountinfo");
