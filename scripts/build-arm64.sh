@@ -59,12 +59,13 @@ build_pkgs=(libbpf-dev libelf-dev zlib1g-dev prometheus-cpp-dev libcivetweb-dev 
 toolchain_pkgs=(libc6 libc6-dev libc-dev-bin linux-libc-dev libgcc-s1 libstdc++6 gcc-12-base
   rpcsvc-proto libtirpc-dev libnsl-dev)
 # The runtime root of the arm64 guest: what tests/qemu/guest.sh and the integration tests run
-# (bash, coreutils, mount, ip, sysctl, dmesg, bpftool, bpftrace for the seed 000 witness, curl
-# and openssl for the web tests, busybox for insmod/rmmod and the initramfs) and kpathd's
-# run-time libraries (the non -dev packages of the sysroot's closure).
+# (bash, coreutils, mount, ip, sysctl, dmesg, bpftool, bpftrace for the seed 000 witness and the
+# kernel UAPI headers it parses where the kernel has no BTF (4.19), curl
+# and openssl for the web tests, prometheus for promtool, busybox for insmod/rmmod and the
+# initramfs) and kpathd's run-time libraries (the non -dev packages of the sysroot's closure).
 root_pkgs=(libc6 libstdc++6 libgcc-s1 bash coreutils util-linux mount iproute2 procps kmod
-  findutils grep sed mawk gzip xz-utils diffutils hostname busybox-static bpftool bpftrace curl
-  openssl libssl3)
+  findutils grep sed mawk dash base-passwd libc-bin gzip xz-utils diffutils hostname
+  busybox-static bpftool bpftrace linux-libc-dev curl openssl libssl3 ca-certificates prometheus)
 
 [[ $(dpkg --print-architecture) == amd64 ]] || die "this cross build runs on an amd64 Debian 12 host"
 ((EUID == 0)) || die "needs root (apt-get install, dpkg --add-architecture; the cache is $cache)"
@@ -158,6 +159,16 @@ else
   say "$sysroot: up to date ($(wc -l <"$cache/sysroot.debs") packages)"
 fi
 extract "$cache/root" "$cache/root.debs"
+# What the maintainer scripts, which dpkg-deb -x does not run, would have made: /bin/sh (dash),
+# awk (mawk, an alternative), /etc/passwd and /etc/group (base-passwd), the CA bundle that
+# update-ca-certificates writes (curl fails with 77 instead of 60 on an untrusted peer without it).
+ln -sfn dash "$cache/root/bin/sh"
+ln -sfn mawk "$cache/root/usr/bin/awk"
+for f in passwd group; do
+  [[ -e "$cache/root/etc/$f" ]] || cp "$cache/root/usr/share/base-passwd/$f.master" "$cache/root/etc/$f"
+done
+mkdir -p "$cache/root/etc/ssl/certs"
+cat "$cache/root/usr/share/ca-certificates/mozilla/"*.crt >"$cache/root/etc/ssl/certs/ca-certificates.crt"
 # The runtime root's /usr/sbin/ldconfig cannot run here (arm64): the guest's ld.so finds the
 # libraries in its default directories (/lib/aarch64-linux-gnu, /usr/lib/aarch64-linux-gnu).
 for lib in libbpf.so.1 libprometheus-cpp-pull.so.1.0 libcivetweb.so.1.15.0 libyaml-cpp.so.0.7 libstdc++.so.6; do
