@@ -5,37 +5,54 @@
 # virtiofsd, and looking at a guest that stopped making progress.
 #
 # The caller sets: repo (the checkout), work (its temporary directory), cache (kernel packages
-# and unpacked trees), qemu, virtiofsd, busybox (a static busybox), log (a function printing one
-# line). The library keeps qemu_pid and virtiofsd_pid (empty when not running); qemu_smp (default
-# 2) is QEMU's -smp value.
+# and unpacked trees), qemu, virtiofsd, busybox (a static busybox of the guest's architecture),
+# log (a function printing one line). The library keeps qemu_pid and virtiofsd_pid (empty when
+# not running); qemu_smp (default 2) is QEMU's -smp value; qemu_arch (x86_64, the default, or
+# arm64) the guest's architecture; qemu_share (virtiofs, the default, or 9p) how start_qemu
+# shares a directory with the guest; qemu_tcg_thread TCG's threading: multi (the default: a host
+# thread per vCPU) or single (one thread runs every vCPU in turn: slower, but no vCPU executes
+# code that another is patching at that moment).
 
 # shellcheck source=tests/qemu/apt-options.sh
 source "$repo/tests/qemu/apt-options.sh"
-qemu_pid="" virtiofsd_pid="" qemu_smp=${qemu_smp:-2}
+qemu_pid="" virtiofsd_pid="" qemu_smp=${qemu_smp:-2} qemu_arch=${qemu_arch:-x86_64}
+qemu_share=${qemu_share:-virtiofs} qemu_tcg_thread=${qemu_tcg_thread:-multi}
+
+# The architecture of a kernel flavour's packages: arm64 for Debian's arm64 flavours
+# (cloud-arm64, arm64, rt-arm64, 6.12-cloud-arm64, bookworm/cloud-arm64), else x86_64.
+flavour_arch() {
+  case ${1##*/} in
+    *arm64*) echo arm64 ;;
+    *) echo x86_64 ;;
+  esac
+}
 
 # The package name and unpacked tree of the current kernel of a flavour; empty on failure. A
-# flavour "SUITE/FLAVOUR" (bullseye/cloud-amd64) takes the kernel of that Debian release.
+# flavour "SUITE/FLAVOUR" (bullseye/cloud-amd64) takes the kernel of that Debian release; an
+# arm64 flavour (flavour_arch) the :arm64 package (dpkg --add-architecture arm64 first).
 fetch_kernel() {
-  local flavour=$1 suite="" image pkg deb dir
+  local flavour=$1 suite="" image pkg deb dir qualifier=""
   if [[ $flavour == */* ]]; then suite=${flavour%%/*} flavour=${flavour#*/}; fi
+  [[ $(flavour_arch "$flavour") == arm64 ]] && qualifier=:arm64
   local opts=()
   mapfile -t opts < <(apt_options "$cache" "$suite")
-  image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour" 2>/dev/null |
+  image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour$qualifier" 2>/dev/null |
     awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
   if [[ -z "$image" ]]; then
     apt-get "${opts[@]}" update -qq >/dev/null 2>&1 || true
-    image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour" 2>/dev/null |
+    image=$(apt-cache "${opts[@]}" depends "linux-image-$flavour$qualifier" 2>/dev/null |
       awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
   fi
   [[ -n "$image" ]] || return 1
+  image=${image%:*} # apt names a foreign architecture's package name:arch
   pkg=$image-unsigned # the same kernel without the Secure Boot signature wrapper
   dir="$cache/kernels/${image#linux-image-}"
   if [[ ! -e "$dir/.unpacked" ]]; then
     deb=$(ls "$cache/debs/${pkg}"_*.deb 2>/dev/null | tail -1 || true)
     if [[ -z "$deb" ]]; then
-      (cd "$cache/debs" && apt-get "${opts[@]}" download -q "$pkg" >/dev/null 2>&1) ||
+      (cd "$cache/debs" && apt-get "${opts[@]}" download -q "$pkg$qualifier" >/dev/null 2>&1) ||
         (apt-get "${opts[@]}" update -qq >/dev/null 2>&1 && cd "$cache/debs" &&
-          apt-get "${opts[@]}" download -q "$pkg" >/dev/null 2>&1) ||
+          apt-get "${opts[@]}" download -q "$pkg$qualifier" >/dev/null 2>&1) ||
         return 1
       deb=$(ls "$cache/debs/${pkg}"_*.deb | tail -1)
     fi
@@ -127,49 +144,76 @@ stop_guest() {
 }
 
 # Starts QEMU in the background (qemu_pid): `mode` kvm or tcg, the console to a file, the
-# virtiofsd socket `sock` as the virtiofs tag `tag`, the kernel command line `append`; further
-# arguments go to QEMU as they are (a NIC, say). The monitor is $work/monitor.sock.
+# kernel command line `append`; further arguments go to QEMU as they are (a NIC, say). The share:
+# with qemu_share=virtiofs the virtiofsd socket `sock` as the virtiofs tag `tag`; with 9p the
+# directory `sock` as the 9p tag `tag` (read-only), QEMU itself serving it, so QEMU then runs in
+# the private mount namespace that share_tree (below) builds from the file $work/share.binds.
+# qemu_arch=arm64: qemu-system-aarch64's `virt` machine, TCG only (no arm64 KVM on an x86 host),
+# a Cortex-A57 (`-cpu max` spends most of its time emulating pointer authentication:
+# ../shared/docs/kernel-matrix.md measured 39 s against 11 s to boot). The monitor is
+# $work/monitor.sock.
 start_qemu() {
-  local mode=$1 kernel=$2 initrd=$3 console=$4 sock=$5 tag=$6 append=$7 mem=2048
+  local mode=$1 kernel=$2 initrd=$3 console=$4 sock=$5 tag=$6 append=$7 mem=2048 machine_args
+  local share_args launcher=()
   shift 7
-  qemu_launch "$mode" "$kernel" "$initrd" "$console" "$append" "$mem" \
-    -object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem \
-    -chardev "socket,id=vfs,path=$sock" -device "vhost-user-fs-pci,chardev=vfs,tag=$tag" "$@"
-}
-
-# The same with `dir` shared read-only over 9p (QEMU's own -virtfs) as `tag`, for kernels
-# without virtiofs (5.4+): the 4.19 test kernels. QEMU is started by `launcher` (a command that
-# ends by exec'ing its arguments: the private mount namespace holding the bind tree, say).
-# Those kernels find CPUs in the MP table only (no ACPI), one per socket: -smp N,sockets=N.
-start_qemu_9p() {
-  local mode=$1 kernel=$2 initrd=$3 console=$4 dir=$5 tag=$6 append=$7
-  shift 7
-  # Single-threaded TCG: under multi-threaded TCG the 4.19 guest's text patching (kprobes and
-  # tracepoints enabled by the tests) stalled a vCPU in 1 of 3 ci runs (an RCU self-detected
-  # stall on the patched CPU, as docs/testing.md's Known hang).
-  qemu_tcg_thread=single qemu_smp="$qemu_smp,sockets=$qemu_smp" qemu_launch "$mode" "$kernel" "$initrd" "$console" "$append" 2048 \
-    -virtfs "local,path=$dir,mount_tag=$tag,security_model=none,readonly=on" "$@"
-}
-
-# QEMU with what every guest here has: no default devices, the serial console to a file, the
-# monitor socket, q35 (KVM or multi-threaded TCG), qemu_smp vCPUs, `mem` MiB, no reboot. When
-# qemu_launcher is set (an array: a command that execs its arguments), QEMU starts through it.
-qemu_launch() {
-  local mode=$1 kernel=$2 initrd=$3 console=$4 append=$5 mem=$6 cpu_args
-  shift 6
-  if [[ $mode == kvm ]]; then cpu_args=(-accel kvm -cpu host); else cpu_args=(-accel "tcg,thread=$qemu_tcg_thread" -cpu max); fi
+  if [[ $qemu_arch == arm64 ]]; then
+    machine_args=(-machine virt -accel "tcg,thread=$qemu_tcg_thread" -cpu cortex-a57)
+  elif [[ $mode == kvm ]]; then
+    machine_args=(-machine q35 -accel kvm -cpu host)
+  else
+    machine_args=(-machine q35 -accel "tcg,thread=$qemu_tcg_thread" -cpu max)
+  fi
+  if [[ $qemu_share == 9p ]]; then
+    share_args=(-virtfs "local,path=$sock,mount_tag=$tag,security_model=none,readonly=on,multidevs=remap")
+    launcher=(unshare -m --propagation private bash -c "$share_tree_script" kpath-share "$sock"
+      "$work/share.binds")
+  else
+    share_args=(-object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa "node,memdev=mem"
+      -chardev "socket,id=vfs,path=$sock" -device "vhost-user-fs-pci,chardev=vfs,tag=$tag")
+  fi
   : >"$console"
-  "${qemu_launcher[@]}" "$qemu" -nodefaults -no-reboot -display none -serial "file:$console" \
+  "${launcher[@]}" "$qemu" -nodefaults -no-reboot -display none -serial "file:$console" \
     -monitor "unix:$work/monitor.sock,server,nowait" \
-    -machine q35 "${cpu_args[@]}" -smp "$qemu_smp" -m "$mem" \
+    "${machine_args[@]}" -smp "$qemu_smp" -m "$mem" "${share_args[@]}" \
     -kernel "$kernel" -initrd "$initrd" -append "$append" "$@" \
     >"$work/qemu.log" 2>&1 &
   qemu_pid=$!
 }
-qemu_launcher=()
-# TCG's threading: multi (a host thread per vCPU), or single (one thread runs every vCPU in
-# turn: slower, but another vCPU never executes code the kernel is patching at that moment).
-qemu_tcg_thread=multi
+
+# A directory tree made of read-only bind mounts, for a guest that cannot use this host's root
+# (an arm64 guest): run as `bash -c "$share_tree_script" NAME SHARE BINDS COMMAND...` in a private
+# mount namespace (unshare -m), it binds each "SOURCE DEST" line of the file BINDS at SHARE/DEST
+# (the first line's DEST is "/"; later ones nest in it, their mount points made in the sources
+# above them when missing), makes them all read-only, then execs COMMAND (virtiofsd, or QEMU
+# serving 9p). The binds die with the namespace, so nothing is left mounted on the host.
+# shellcheck disable=SC2016  # expanded by the bash that runs it
+share_tree_script='
+  set -e
+  share=$1 binds=$2
+  shift 2
+  while read -r src dest; do
+    [ -n "$src" ] || continue
+    mkdir -p "$share$dest"
+    mount --bind "$src" "$share$dest"
+  done <"$binds"
+  tac "$binds" | while read -r src dest; do
+    [ -n "$src" ] || continue
+    mount -o remount,bind,ro "$share$dest"
+  done
+  exec "$@"
+'
+
+# virtiofsd serving the tree of $work/share.binds (share_tree_script) at the socket `sock`.
+start_virtiofsd_tree() {
+  local sock=$1 share="$work/share"
+  mkdir -p "$share"
+  rm -f "$sock"
+  unshare -m --propagation private bash -c "$share_tree_script" kpath-share "$share" \
+    "$work/share.binds" "$virtiofsd" --socket-path="$sock" -o source="$share" -o cache=always \
+    -o sandbox=chroot -o log_level=err >"$work/virtiofsd.log" 2>&1 &
+  virtiofsd_pid=$!
+  wait_virtiofsd "$sock"
+}
 
 # What each vCPU of a guest that stopped making progress is executing: registers from the QEMU
 # monitor, instruction pointers named from the kernel's System.map (the guest boots nokaslr).
