@@ -28,15 +28,21 @@
  * on those kernels only; the default build is unchanged. The branches the values used to rule
  * out are checked there, so code for newer kernels (BTF task reads, the ring buffer, atomics
  * with a result) is compiled out of that build with #ifndef KPATH_NO_GLOBAL_DATA. */
+/* KPATH_TUNABLE_ARRAY(type, name, count) declares an array of `count` tunables (all 0 until
+ * user space sets them). Its map field is filled as a scalar's, but the KPATH_NO_GLOBAL_DATA build
+ * has no `name` to read it by: code that reads one is compiled out of that build. */
 #if defined(KPATH_TUNABLES_SCAN)
-/* The marker cmake/bpf_tunables.sh reads, kept on one line: */
+/* The markers cmake/bpf_tunables.sh reads, kept on one line: */
 /* clang-format off */
-#define KPATH_TUNABLE(type, name, value) KPATH_TUNABLE_SCAN: type | name :KPATH_TUNABLE_END
+#define KPATH_TUNABLE(type, name, value) KPATH_TUNABLE_SCAN: type | name | :KPATH_TUNABLE_END
+#define KPATH_TUNABLE_ARRAY(type, name, count) KPATH_TUNABLE_SCAN: type | name | [count] :KPATH_TUNABLE_END
 /* clang-format on */
 #elif defined(KPATH_NO_GLOBAL_DATA)
 #define KPATH_TUNABLE(type, name, value) const volatile type name##__rodata = value
+#define KPATH_TUNABLE_ARRAY(type, name, count) const volatile type name##__rodata[count] = {}
 #else
 #define KPATH_TUNABLE(type, name, value) const volatile type name = value
+#define KPATH_TUNABLE_ARRAY(type, name, count) const volatile type name[count] = {}
 #endif
 
 /* Before a loop with a constant trip count that the default build leaves as a loop (bounded

@@ -100,16 +100,20 @@ static __always_inline void count_event(__u32 event) {
  * caller where a wrapper tail-calls pcpu_alloc (x86), but the wrapper itself where it calls it
  * with a return (Debian 12's arm64 6.1: `bl pcpu_alloc` between paciasp and autiasp). There the
  * caller comes from the stack instead. */
-const volatile __u64 allocator_wrapper_begin[PERCPU_ALLOCATOR_WRAPPERS] = {};
-const volatile __u64 allocator_wrapper_end[PERCPU_ALLOCATOR_WRAPPERS] = {};
+KPATH_TUNABLE_ARRAY(__u64, allocator_wrapper_begin, PERCPU_ALLOCATOR_WRAPPERS);
+KPATH_TUNABLE_ARRAY(__u64, allocator_wrapper_end, PERCPU_ALLOCATOR_WRAPPERS);
 
 static __always_inline bool in_allocator_wrapper(__u64 address) {
   bool in = false;
+#ifndef KPATH_NO_GLOBAL_DATA
+  /* Kernels without global data (before 5.2) have no call_site in the tracepoint (5.19+): the
+   * caller always comes from the stack there (and that build has no arrays to read). */
 #pragma unroll
   for (int i = 0; i < PERCPU_ALLOCATOR_WRAPPERS; i++) {
     in |= address - allocator_wrapper_begin[i] <
           allocator_wrapper_end[i] - allocator_wrapper_begin[i];
   }
+#endif
   return in;
 }
 
