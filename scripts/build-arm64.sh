@@ -178,13 +178,13 @@ done
 ((deps_only)) && { say "done (--deps-only): sysroot $sysroot, runtime root $cache/root"; exit 0; }
 
 # 4. Configure and build.
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# shellcheck source=scripts/ccache.sh
+source scripts/ccache.sh
 if [[ ! -e "$build_dir/CMakeCache.txt" ]]; then
   say "configuring $build_dir (cmake/toolchain-aarch64.cmake, sysroot $sysroot)"
   cmake -S . -B "$build_dir" -DCMAKE_TOOLCHAIN_FILE="$repo/cmake/toolchain-aarch64.cmake" \
     -DKPATH_ARM64_SYSROOT="$sysroot" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
-    "${launcher[@]}" >"$cache/cmake-configure.log" 2>&1 ||
+    "${ccache_args[@]}" >"$cache/cmake-configure.log" 2>&1 ||
     die "cmake configure failed: $(tail -20 "$cache/cmake-configure.log")"
 fi
 say "building $targets (-j$jobs, nice; about 15 min from an empty ccache on 2 cores)"

@@ -11,6 +11,8 @@ build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 werror=OFF
 [[ " $* " == *" --test "* ]] && werror=ON
+# shellcheck source=scripts/ccache.sh
+source scripts/ccache.sh
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
-  -DKPATH_WERROR="${KPATH_WERROR:-$werror}" >/dev/null
+  -DKPATH_WERROR="${KPATH_WERROR:-$werror}" "${ccache_args[@]}" >/dev/null
 cmake --build "$build_dir" -j "$jobs"

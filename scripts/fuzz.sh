@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 build_dir=${FUZZ_BUILD_DIR:-build-fuzz}
 scripts/install-deps.sh --test
+# shellcheck source=scripts/ccache.sh
+source scripts/ccache.sh
 CC=clang CXX=clang++ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKPATH_FUZZ=ON -DKPATH_BUILD_TESTS=OFF -DKPATH_WERROR=ON >/dev/null
+  -DKPATH_FUZZ=ON -DKPATH_BUILD_TESTS=OFF -DKPATH_WERROR=ON "${ccache_args[@]}" >/dev/null
 cmake --build "$build_dir" -j "${JOBS:-$(nproc)}" --target kpath_fuzz_all
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -30,6 +30,8 @@ test_pkgs=(
   # tests/qemu/build-irqoff-module.sh: the compiler of Debian 12's kernels, for the IRQ-off test
   # module (their headers are fetched with apt-get download, not installed)
   gcc-12 make
+  # the suite's builds (x86, sanitizers, fuzz, arm64) through a compiler cache: scripts/ccache.sh
+  ccache
 )
 
 # bench/: node_exporter, the exporter kpathd's scrape time and memory are compared with (the

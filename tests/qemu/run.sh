@@ -33,10 +33,13 @@
 #                             when the kernel has it, else 9p; always 9p for prebuilt kernels)
 #   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour>, or SUITE/FLAVOUR for another
 #                             Debian release's kernel, or prebuilt/<version>-<arch> (default
-#                             "cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64": Debian
-#                             12's 6.1, Debian 11's 5.10 and the 4.19 test kernel built from source
-#                             by tests/qemu/build-kernel.sh, shared over 9p; also "rt-amd64", and
-#                             the arm64 flavours "cloud-arm64", "arm64" and prebuilt/4.19.79-arm64)
+#                             "cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64
+#                             cloud-arm64 prebuilt/4.19.79-arm64": Debian 12's 6.1, Debian 11's
+#                             5.10 and the 4.19 test kernel built from source by
+#                             tests/qemu/build-kernel.sh, shared over 9p, on x86_64; Debian 12's
+#                             6.1 and the 4.19 test kernel on arm64; also "rt-amd64", "arm64")
+#   KPATH_QEMU_ARCHS          the guest architectures to run, of x86_64 and arm64 (default both):
+#                             the other's flavours are skipped, saying so
 #   KPATH_QEMU_PREBUILT       where prebuilt/<version>-<arch> kernels are (linux-<version>-<arch>
 #                             .bzImage or .Image.gz; default ../shared/kernels beside the
 #                             checkout); such a flavour skips, saying why, where its file is absent
@@ -106,7 +109,7 @@ fi
 if (($# > 0)); then
   flavours=("$@")
 else
-  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64}"
+  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64 cloud-arm64 prebuilt/4.19.79-arm64}"
 fi
 
 log() { echo "qemu: $*"; }
@@ -150,11 +153,20 @@ expected_mechanisms() {
 [[ $(uname -m) == x86_64 ]] || skip "the QEMU matrix runs on x86_64 hosts only"
 ((EUID == 0)) || skip "needs root (virtiofsd shares the root filesystem; tests load BPF)"
 # The guest architectures of the flavours asked for (lib.sh's flavour_arch, repeated here so that
-# the checks below run before the library needs $work).
-want_x86=0 want_arm64=0
+# the checks below run before the library needs $work), less those KPATH_QEMU_ARCHS leaves out.
+archs=" ${KPATH_QEMU_ARCHS:-x86_64 arm64} "
+want_x86=0 want_arm64=0 kept=()
 for flavour in "${flavours[@]}"; do
-  case ${flavour##*/} in *arm64*) want_arm64=1 ;; *) want_x86=1 ;; esac
+  case ${flavour##*/} in *arm64*) arch=arm64 ;; *) arch=x86_64 ;; esac
+  if [[ $archs != *" $arch "* ]]; then
+    log "SKIP: $flavour: $arch is not in KPATH_QEMU_ARCHS ($archs)"
+    continue
+  fi
+  kept+=("$flavour")
+  if [[ $arch == arm64 ]]; then want_arm64=1; else want_x86=1; fi
 done
+((${#kept[@]} > 0)) || skip "no flavour left to run (KPATH_QEMU_ARCHS=$archs)"
+flavours=("${kept[@]}")
 qemu_x86=$(command -v qemu-system-x86_64 || true)
 qemu_arm64=$(command -v qemu-system-aarch64 || true)
 virtiofsd=/usr/lib/qemu/virtiofsd
@@ -287,7 +299,7 @@ kernel_has() {
   grep -q -E "^CONFIG_$3=(y|m)" "$1/boot/config-$2" 2>/dev/null
 }
 
-overall_failed=0
+overall_failed=0 stalled_flavours=()
 for flavour in "${flavours[@]}"; do
   # The guest's architecture and what goes with it (qemu, busybox, qemu_arch, qemu_share,
   # qemu_smp, qemu_tcg_thread: read by lib.sh).
@@ -468,6 +480,7 @@ for flavour in "${flavours[@]}"; do
   elif ((stalled)); then
     log "$kver: FAIL: the guest stalled: no word from its tests for ${stall_limit} s (running: ${current:-boot}; vCPUs: $out_dir/stalled-vcpus.txt)"
     overall_failed=1
+    ((fail > 0)) || stalled_flavours+=("$flavour")
   elif ! grep -q -a '^KPATH-GUEST: done' "$out_dir/console.txt"; then
     log "$kver: FAIL: the guest stopped before finishing (console: $out_dir/console.txt)"
     grep -a -E 'Kernel panic|BUG:|Oops|FATAL' "$out_dir/console.txt" | head -5 | sed 's/^/  | /'
@@ -484,4 +497,6 @@ for flavour in "${flavours[@]}"; do
   fi
   log "$kver ($mode): $status_line in ${total_secs} s (boot ${boot_secs} s); console: $out_dir/console.txt"
 done
+# For scripts/test.sh, which runs these once more (docs/testing.md, Known hang).
+((${#stalled_flavours[@]} == 0)) || log "stalled with no test failed: ${stalled_flavours[*]}"
 exit "$overall_failed"
