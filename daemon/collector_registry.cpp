@@ -95,6 +95,13 @@ const std::vector<CollectorRow>* MakeRegistry() {
       ProbeRow<TlbFlushProbe>(
           3,
           [](const Config& config, const CollectorEnvironment& env) -> std::unique_ptr<Collector> {
+            if (!TlbFlushProbe::kArchitectureHasShootdownIpis) {
+              spdlog::info(
+                  "probe tlb_flush: not made on this architecture: it invalidates other CPUs' "
+                  "TLBs with broadcast instructions, not shootdown IPIs, so there are none to "
+                  "count; kpath_tlb_flushes_total and kpath_tlb_shootdowns_total are absent");
+              return nullptr;
+            }
             return std::make_unique<TlbFlushProbe>(*env.kernel, Allowed<TlbFlushProbe>(config));
           }),
       SamplerRow("interrupts",
