@@ -313,7 +313,11 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
     // hypervisor's flush hypercall: the development VM's PVM guest, 6.18.44-fc-v1045).
     if (storms == 3 && *ProcTlbShootdowns() == before->high) break;
   }
-  INFO(storms << " storms of " << kCallsPerStorm << " calls");
+  // What the storms made, as the kernel counted it: the full 1000 unless the deadline came first
+  // (a host so busy that the sibling was rarely running the storm's mm when it flushed).
+  const double storms_made = *ProcTlbShootdowns() - before->high;
+  INFO(storms << " storms of " << kCallsPerStorm << " calls; the TLB row grew by at least "
+              << storms_made << " meanwhile");
   std::optional<TlbScrape> after = ScrapeTlbBracketed(kpathd, kernel_remote);
   REQUIRE(after);
 
@@ -331,8 +335,14 @@ TEST_CASE("madvise: TLB shootdowns with a spinning sibling agree with /proc/inte
                                     << " calls: this kernel flushes remote TLBs without IPIs "
                                        "(a paravirtual flush by hypercall); IPI checks skipped");
   } else {
-    // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent.
-    REQUIRE(proc_delta >= kWantShootdowns);
+    // Every call unmapped a page the sibling's CPU may cache: shootdowns were sent, and kpathd's
+    // window holds every one the storms made.
+    REQUIRE(storms_made > 0);
+    REQUIRE(proc_delta >= storms_made);
+    if (storms_made < kWantShootdowns) {
+      WARN("a busy host: " << storms_made << " shootdowns in " << storms << " storms, not "
+                           << kWantShootdowns);
+    }
   }
   if (ipis && Sum(after->body, "kpath_probe_attached", {{"probe", "tlb_flush"}}) == 1) {
     // The receiving side of the same IPIs, seen by the tlb:tlb_flush tracepoint: exactly what

@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cerrno>
@@ -105,18 +106,28 @@ std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
   return lengths;
 }
 
-int IrqOffFixture::HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono::milliseconds hold,
-                                       int count, std::chrono::milliseconds gap,
-                                       const std::string& thread_name) {
+IrqOffFixture::Together IrqOffFixture::HoldIrqsOffTogether(const std::vector<int>& cpus,
+                                                           std::chrono::milliseconds hold,
+                                                           int count, std::chrono::milliseconds gap,
+                                                           const std::string& thread_name) {
   skel_->bss->hold_ns = static_cast<__u64>(std::chrono::nanoseconds(hold).count());
   const __u64 regions_before = skel_->bss->regions;
   std::barrier ready(static_cast<std::ptrdiff_t>(cpus.size()));
   std::atomic<int64_t> start_at{0};
+  // Each thread's hold, per round: the system call's [entry, return) as user space saw it.
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<std::pair<Clock::time_point, Clock::time_point>>> calls(
+      cpus.size(), std::vector<std::pair<Clock::time_point, Clock::time_point>>(count));
   std::vector<std::thread> workers;
   skel_->bss->target_tgid = static_cast<__u32>(getpid());
   for (size_t t = 0; t < cpus.size(); ++t) {
     workers.emplace_back([&, t] {
       PinAndNameThisThread(cpus[t], thread_name);
+      // Real-time, so that a busy host's other threads do not preempt one between the common
+      // start and its hold (which then holds alone): the holds stay together under load.
+      sched_param realtime{};
+      realtime.sched_priority = 1;
+      pthread_setschedparam(pthread_self(), SCHED_FIFO, &realtime);
       for (int i = 0; i < count; ++i) {
         // The first thread sets a common start 2 ms ahead; every thread spins until then.
         if (t == 0) {
@@ -129,7 +140,9 @@ int IrqOffFixture::HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono
             std::chrono::steady_clock::duration(start_at.load())};
         while (std::chrono::steady_clock::now() < start) {
         }
+        calls[t][i].first = Clock::now();
         getpgid(0);
+        calls[t][i].second = Clock::now();
         auto until = std::chrono::steady_clock::now() + gap;
         while (std::chrono::steady_clock::now() < until) {
         }
@@ -139,7 +152,24 @@ int IrqOffFixture::HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono
   }
   for (std::thread& w : workers) w.join();
   skel_->bss->target_tgid = 0;
-  return static_cast<int>(skel_->bss->regions - regions_before);
+  Together result;
+  result.regions = static_cast<int>(skel_->bss->regions - regions_before);
+  // A round was together when no thread was preempted in its call before its hold (the call
+  // lasted the hold and at most a millisecond more) and the calls began within a millisecond
+  // of each other: the holds then began and ended together too.
+  for (int i = 0; i < count; ++i) {
+    bool together = true;
+    Clock::time_point first_entry = calls[0][i].first, last_entry = calls[0][i].first;
+    for (size_t t = 0; t < cpus.size(); ++t) {
+      first_entry = std::min(first_entry, calls[t][i].first);
+      last_entry = std::max(last_entry, calls[t][i].first);
+      together =
+          together && calls[t][i].second - calls[t][i].first <= hold + std::chrono::milliseconds(1);
+    }
+    if (together && last_entry - first_entry <= std::chrono::milliseconds(1))
+      ++result.rounds_together;
+  }
+  return result;
 }
 
 }  // namespace kpath::testing

@@ -35,9 +35,16 @@ class IrqOffFixture {
   // The same on several CPUs at once: a thread per CPU, all named `thread_name`, that start
   // each hold together (within microseconds: a barrier, then a spin until a common instant),
   // as a lock convoy over those CPUs would, or a hypervisor pausing the whole VM looks. Returns
-  // how many regions were made in all.
-  int HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono::milliseconds hold, int count,
-                          std::chrono::milliseconds gap, const std::string& thread_name);
+  // how many regions were made in all, and in how many of the `count` rounds every CPU's hold
+  // really overlapped all the others' for most of `hold` (on a busy host a thread may be
+  // preempted between the common start and its hold, and then holds alone).
+  struct Together {
+    int regions = 0;
+    int rounds_together = 0;
+  };
+  Together HoldIrqsOffTogether(const std::vector<int>& cpus, std::chrono::milliseconds hold,
+                               int count, std::chrono::milliseconds gap,
+                               const std::string& thread_name);
 
  private:
   IrqOffFixture(irqoff_fixture_bpf* skel, bool preemptible)
