@@ -50,6 +50,8 @@
 #   KPATH_QEMU_TIMEOUT        seconds for one kernel's boot and tests (default 1200; ci 420)
 #   KPATH_QEMU_TEST_TIMEOUT   seconds for one test (default 300; ci 120: the slowest takes 15)
 #   KPATH_QEMU_ACCEL          auto (KVM if it boots, else TCG), kvm or tcg (default auto)
+#   KPATH_QEMU_TCG_THREAD     single or multi: TCG's threading for every kernel (default: each
+#                             kernel's own, see tcg_thread below)
 #   KPATH_QEMU_CACHE          downloaded and unpacked kernels (default /var/cache/kpathd-qemu)
 #   KPATH_QEMU_CGROUP         hybrid (v1 controllers + v2, as the development host) or unified
 #   KPATH_QEMU_VERBOSE=1      echo the whole serial console (and every test's output)
@@ -77,6 +79,13 @@ case $suite in
     ;;
 esac
 accel=${KPATH_QEMU_ACCEL:-auto}
+case ${KPATH_QEMU_TCG_THREAD:-} in
+  "" | single | multi) ;;
+  *)
+    echo "qemu: FAIL: KPATH_QEMU_TCG_THREAD is single or multi, not '$KPATH_QEMU_TCG_THREAD'"
+    exit 1
+    ;;
+esac
 # Every integration test but three: the golden test reads a fixture tree, not the kernel, and its
 # slab read interval doubles on a CPU as slow as TCG's; two are timing checks that an emulated CPU
 # on a loaded host does not always meet: SIGHUP's 2-second window for four 200 ms STATUS lines,
@@ -117,6 +126,26 @@ log() { echo "qemu: $*"; }
 skip() {
   log "SKIP: $*"
   exit 0
+}
+
+# TCG's threading for a flavour (lib.sh's qemu_tcg_thread): single where the tests' text
+# patching (kprobes, static keys and calls switched as probes attach and detach) broke the guest
+# under multi-threaded TCG. QEMU before 8.1 (Debian 12 has 7.2) can translate a vCPU's code while
+# another vCPU patches it and keep the stale translation (fixed by QEMU's "accel/tcg: Always lock
+# pages before translation"): that vCPU then takes an int3 the kernel has already removed. 6.1
+# backs up over it and loops (docs/testing.md's Known hang); 6.3+ dropped that fallback and oopses
+# ("Oops: int3"). One thread running every vCPU in turn never translates during a patch.
+#   the 4.19 test kernel: an RCU stall in 1 of 3 ci runs under multi, none since under single.
+tcg_thread() {
+  if [[ -n "${KPATH_QEMU_TCG_THREAD:-}" ]]; then
+    echo "$KPATH_QEMU_TCG_THREAD"
+    return
+  fi
+  # (The arm64 4.19 kernel patches text under stop_machine: its ci suite passed multi-threaded.)
+  case $1 in
+    prebuilt/*-x86_64) echo single ;;
+    *) echo multi ;;
+  esac
 }
 
 # The mechanisms each kernel flavour must attach (tests fail, rather than skip, when one of
@@ -317,7 +346,7 @@ for flavour in "${flavours[@]}"; do
   else
     build_dir=$x86_build_dir qemu=$qemu_x86 busybox=$busybox_x86
   fi
-  qemu_smp=2 qemu_tcg_thread=multi
+  qemu_smp=2
   if [[ $flavour == prebuilt/* ]]; then
     # A test kernel built from source (tests/qemu/build-kernel.sh): no package, no modules (all
     # it needs is built in), no virtiofs (5.4+): the root comes over 9p.
@@ -329,13 +358,8 @@ for flavour in "${flavours[@]}"; do
     kdir="" qemu_share=9p
     kver=${flavour#prebuilt/}
     kver=${kver%-*}
-    if [[ $qemu_arch == x86_64 ]]; then
-      # The x86 4.19 image finds CPUs in the MP table only (no ACPI): one per socket. And
-      # single-threaded TCG: under multi-threaded TCG its text patching (kprobes and tracepoints
-      # enabled by the tests) stalled a vCPU in 1 of 3 ci runs (an RCU self-detected stall on the
-      # patched CPU, as docs/testing.md's Known hang).
-      qemu_smp=2,sockets=2 qemu_tcg_thread=single
-    fi
+    # The x86 4.19 image finds CPUs in the MP table only (no ACPI): one per socket.
+    [[ $qemu_arch == x86_64 ]] && qemu_smp=2,sockets=2
   else
     kdir=$(fetch_kernel "$flavour") || {
       log "SKIP: linux-image-$flavour: the kernel package could not be fetched (apt-get download failed: no network or archive?)"
@@ -380,6 +404,7 @@ for flavour in "${flavours[@]}"; do
 
   started=$SECONDS
   mode=""
+  qemu_tcg_thread=$(tcg_thread "$flavour")
   # A KVM guest reaches the initramfs in a second or two; one that does not within 15 s will
   # not (nested KVM on some hosts hangs in early boot). That outcome is remembered per host
   # kernel and QEMU version, so that later runs go straight to TCG.
@@ -413,6 +438,7 @@ for flavour in "${flavours[@]}"; do
     fi
   fi
   boot_secs=$((SECONDS - started))
+  [[ $mode == tcg ]] && mode="tcg $qemu_tcg_thread-threaded"
   log "$kver: booted under $mode in ${boot_secs} s; $(grep -a -m1 -o 'KPATH-GUEST: booted.*' "$console" | tr -d '\r' | sed 's/KPATH-GUEST: booted //')"
 
   # Stream results while the guest runs; stop at the deadline.
