@@ -33,11 +33,13 @@
 #                             when the kernel has it, else 9p; always 9p for prebuilt kernels)
 #   KPATH_QEMU_KERNELS        flavours of linux-image-<flavour>, or SUITE/FLAVOUR for another
 #                             Debian release's kernel, or prebuilt/<version>-<arch> (default
-#                             "cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64
-#                             cloud-arm64 prebuilt/4.19.79-arm64": Debian 12's 6.1, Debian 11's
-#                             5.10 and the 4.19 test kernel built from source by
-#                             tests/qemu/build-kernel.sh, shared over 9p, on x86_64; Debian 12's
-#                             6.1 and the 4.19 test kernel on arm64; also "rt-amd64", "arm64")
+#                             "cloud-amd64 bookworm-security/6.12-cloud-amd64 bullseye/cloud-amd64
+#                             prebuilt/4.19.79-x86_64 cloud-arm64 prebuilt/4.19.79-arm64": on
+#                             x86_64 Debian 12's 6.1 and its 6.12 (from the security suite,
+#                             whatever the host's apt sources), Debian 11's 5.10 and the 4.19 test
+#                             kernel built from source by tests/qemu/build-kernel.sh, shared over
+#                             9p; on arm64 Debian 12's 6.1 and the 4.19 test kernel; also
+#                             "rt-amd64", "arm64")
 #   KPATH_QEMU_ARCHS          the guest architectures to run, of x86_64 and arm64 (default both):
 #                             the other's flavours are skipped, saying so
 #   KPATH_QEMU_PREBUILT       where prebuilt/<version>-<arch> kernels are (linux-<version>-<arch>
@@ -119,7 +121,7 @@ fi
 if (($# > 0)); then
   flavours=("$@")
 else
-  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64 cloud-arm64 prebuilt/4.19.79-arm64}"
+  read -ra flavours <<<"${KPATH_QEMU_KERNELS:-cloud-amd64 bookworm-security/6.12-cloud-amd64 bullseye/cloud-amd64 prebuilt/4.19.79-x86_64 cloud-arm64 prebuilt/4.19.79-arm64}"
 fi
 
 log() { echo "qemu: $*"; }
@@ -135,7 +137,10 @@ skip() {
 # pages before translation"): that vCPU then takes an int3 the kernel has already removed. 6.1
 # backs up over it and loops (docs/testing.md's Known hang); 6.3+ dropped that fallback and oopses
 # ("Oops: int3"). One thread running every vCPU in turn never translates during a patch.
-#   the 4.19 test kernel: an RCU stall in 1 of 3 ci runs under multi, none since under single.
+#   the 4.19 test kernel: an RCU stall in 1 of 3 ci runs under multi, none since under single;
+#   Debian 12's 6.12: multi oopsed in 2 of 3 ci runs before, in 1 of 6 since (and 1 more failed
+#     on a false IRQ-off region); single passed 11 ci runs of 11 and a full run without an oops,
+#     and is faster on a 2-CPU host (ci suite 106-141 s against 144-158 s).
 tcg_thread() {
   if [[ -n "${KPATH_QEMU_TCG_THREAD:-}" ]]; then
     echo "$KPATH_QEMU_TCG_THREAD"
@@ -143,7 +148,7 @@ tcg_thread() {
   fi
   # (The arm64 4.19 kernel patches text under stop_machine: its ci suite passed multi-threaded.)
   case $1 in
-    prebuilt/*-x86_64) echo single ;;
+    prebuilt/*-x86_64 | bookworm-security/6.12-*) echo single ;;
     *) echo multi ;;
   esac
 }
@@ -155,6 +160,11 @@ expected_mechanisms() {
   case $1 in
     cloud-amd64 | amd64 | rt-amd64)
       echo "percpu_alloc=tp_btf,raw_tp,tracepoint,fentry,kprobe;cgroup_churn=tp_btf,raw_tp,tracepoint;madvise=fentry,kprobe,tracepoint;tlb_flush=tp_btf,raw_tp,tracepoint;percpu_alloc_functions=pcpu_alloc,__alloc_percpu_gfp;madvise_functions=__x64_sys_madvise,do_madvise"
+      ;;
+    # Debian 12's 6.12 (bookworm-security): the same, but the allocator is pcpu_alloc_noprof since
+    # 6.10 (__alloc_percpu_gfp a macro over it, pcpu_alloc gone).
+    bookworm-security/6.12-cloud-amd64)
+      echo "percpu_alloc=tp_btf,raw_tp,tracepoint,fentry,kprobe;cgroup_churn=tp_btf,raw_tp,tracepoint;madvise=fentry,kprobe,tracepoint;tlb_flush=tp_btf,raw_tp,tracepoint;percpu_alloc_functions=pcpu_alloc_noprof;madvise_functions=__x64_sys_madvise,do_madvise"
       ;;
     # Debian 11's 5.10: the percpu tracepoint without call_site and bytes_alloc (5.19), no BPF
     # atomics (5.12: the hash-map way of tracking frees) and no bpf_get_current_task_btf (5.11).
