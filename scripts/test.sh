@@ -13,7 +13,7 @@
 #                           5.10 and the 4.19 test kernel on x86_64, Debian 12's 6.1 and 4.19 on
 #                           arm64 (cross-built by scripts/build-arm64.sh first: 10 minutes cold,
 #                           one with a warm ccache) under QEMU, one test per fallback mechanism
-#                           this kernel lacks (tests/qemu/run.sh, about 13 minutes); full: every
+#                           this kernel lacks (tests/qemu/run.sh, about 13 minutes: 8 for the x86 four at a host load of 2-3); full: every
 #                           integration test there (over an hour; 2 fail on 6.12: docs/testing.md)
 #   KPATH_SKIP_ARM64=1      leave the arm64 build and guests out of the QEMU stage
 #   KPATH_SKIP_QEMU=1       skip the QEMU stage (also KPATH_QEMU=0); it skips by itself, saying

@@ -139,7 +139,7 @@ skip() {
 # ("Oops: int3"). One thread running every vCPU in turn never translates during a patch.
 #   the 4.19 test kernel: an RCU stall in 1 of 3 ci runs under multi, none since under single;
 #   Debian 12's 6.12: multi oopsed in 2 of 3 ci runs before, in 1 of 6 since (and 1 more failed
-#     on a false IRQ-off region); single passed 11 ci runs of 11 and a full run without an oops,
+#     on a false IRQ-off region); single passed 13 ci runs of 13 and a full run without an oops,
 #     and is faster on a 2-CPU host (ci suite 106-141 s against 144-158 s).
 tcg_thread() {
   if [[ -n "${KPATH_QEMU_TCG_THREAD:-}" ]]; then
