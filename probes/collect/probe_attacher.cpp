@@ -109,10 +109,16 @@ absl::Status StartProbe(AttachableProbe& probe, const std::vector<Mechanism>& al
 
 namespace {
 int LibbpfPrint(enum libbpf_print_level level, const char* fmt, va_list args) {
-  char buf[1024];
-  int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  // The whole message: a verifier log is one message of many kilobytes, and its last lines say
+  // why a program was refused (a fixed 1 KiB buffer cut 4.19's logs before the reason).
+  va_list again;
+  va_copy(again, args);
+  int n = std::vsnprintf(nullptr, 0, fmt, args);
+  std::string buf(n > 0 ? static_cast<size_t>(n) + 1 : 1, '\0');
+  if (n > 0) std::vsnprintf(buf.data(), buf.size(), fmt, again);
+  va_end(again);
   if (n <= 0) return n;
-  std::string_view msg(buf, std::min<size_t>(static_cast<size_t>(n), sizeof(buf) - 1));
+  std::string_view msg(buf.data(), static_cast<size_t>(n));
   while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
   if (level == LIBBPF_DEBUG) {
     spdlog::trace("libbpf: {}", msg);
