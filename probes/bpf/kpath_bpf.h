@@ -77,8 +77,13 @@ struct kpath_user_regs {
  * the same program serves every kernel's layout, with or without BTF. */
 static __always_inline __u64 kpath_tp_field(void* ctx, __u32 offset, __u32 size) {
   __u64 v = 0;
-  if (size > sizeof(v) || offset > 4096) return 0;
-  bpf_probe_read_kernel(&v, size & 0xf, (char*)ctx + offset);
+  if (size == 0 || size > sizeof(v) || offset > 4096) return 0;
+  /* Always 8 bytes, then the field's low `size` bytes kept (x86_64 and arm64 are little-endian):
+   * a read of a variable length is refused by verifiers that cannot bound it, as 4.19's with the
+   * length from the tunables map ("R2 unbounded memory access"); bytes read past the record's
+   * end are masked away. */
+  bpf_probe_read_kernel(&v, sizeof(v), (char*)ctx + offset);
+  if (size < sizeof(v)) v &= (1ULL << (size * 8)) - 1;
   return v;
 }
 

@@ -174,16 +174,14 @@ expected_mechanisms() {
       echo "percpu_alloc=tp_btf,raw_tp,tracepoint,fentry,kprobe;cgroup_churn=tp_btf,raw_tp,tracepoint;madvise=kprobe,tracepoint;tlb_flush=tp_btf,raw_tp,tracepoint;percpu_alloc_functions=pcpu_alloc,__alloc_percpu_gfp;madvise_functions=__x64_sys_madvise,do_madvise"
       ;;
     # The 4.19 test kernels (seed 002's fleet): no BTF, no global data (each probe loads its
-    # KPATH_NO_GLOBAL_DATA build), no percpu or tlb_flush program through the classic tracepoint
-    # (their load is refused with EACCES, the verifier's log cut short at instruction 20, right
-    # after the tunables' lookups: not understood yet; raw_tp serves both); no fentry, so no
-    # function must attach by every mechanism (kprobes attach: see madvise=).
+    # KPATH_NO_GLOBAL_DATA build); no fentry, so no function must attach by every mechanism
+    # (kprobes attach: see madvise=).
     prebuilt/4.19.79-x86_64)
-      echo "percpu_alloc=raw_tp,kprobe;cgroup_churn=raw_tp,tracepoint;madvise=kprobe,tracepoint;tlb_flush=raw_tp"
+      echo "percpu_alloc=raw_tp,tracepoint,kprobe;cgroup_churn=raw_tp,tracepoint;madvise=kprobe,tracepoint;tlb_flush=raw_tp,tracepoint"
       ;;
     # The same on arm64, where kpathd makes no tlb_flush probe (no TLB shootdown IPIs there).
     prebuilt/4.19.79-arm64)
-      echo "percpu_alloc=raw_tp,kprobe;cgroup_churn=raw_tp,tracepoint;madvise=kprobe,tracepoint"
+      echo "percpu_alloc=raw_tp,tracepoint,kprobe;cgroup_churn=raw_tp,tracepoint;madvise=kprobe,tracepoint"
       ;;
     # Debian 12's 6.1 on arm64: no fentry (arm64's BPF trampolines need direct calls, 6.4+: attach
     # fails with ENOTSUPP), so kprobes on the arm64 syscall wrapper; no tlb_flush probe (no TLB
