@@ -165,6 +165,18 @@ bool KallsymsIndex::HasTracepoint(std::string_view event) const {
   return HasSymbol(absl::StrCat("__traceiter_", Av(event)));
 }
 
+std::optional<std::pair<uint64_t, uint64_t>> KallsymsIndex::FunctionText(
+    std::string_view name) const {
+  if (addresses_hidden_) return std::nullopt;
+  auto it = NameLowerBound(name);
+  if (it == by_name_.end() || Name(by_address_[*it].name) != name) return std::nullopt;
+  const uint64_t begin = by_address_[*it].address;
+  auto next = std::upper_bound(by_address_.begin(), by_address_.end(), begin,
+                               [](uint64_t a, const Symbol& s) { return a < s.address; });
+  if (next == by_address_.end()) return std::nullopt;
+  return std::make_pair(begin, next->address);
+}
+
 std::optional<std::string> KallsymsIndex::Symbolize(uint64_t address) const {
   if (addresses_hidden_ || by_address_.empty()) return std::nullopt;
   auto it = std::upper_bound(by_address_.begin(), by_address_.end(), address,

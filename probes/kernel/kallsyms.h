@@ -63,6 +63,9 @@ class KallsymsIndex {
   // The function containing `address`, without offset or clone suffix ("mem_cgroup_css_alloc");
   // a module function gets no module prefix. nullopt if below the first symbol.
   std::optional<std::string> Symbolize(uint64_t address) const;
+  // The text of the function of exactly that name: [its address, the next function's address).
+  // nullopt when there is none, it is the last function, or addresses are hidden.
+  std::optional<std::pair<uint64_t, uint64_t>> FunctionText(std::string_view name) const;
   // True when every address is 0 (kptr_restrict hides them from this reader).
   bool AddressesHidden() const { return addresses_hidden_; }
   size_t size() const { return by_address_.size(); }

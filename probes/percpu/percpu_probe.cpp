@@ -40,28 +40,13 @@ constexpr std::array<std::string_view, PERCPU_ALLOCATOR_WRAPPERS> kAllocatorWrap
 // Each wrapper's text, from its address to the next function's (kallsyms), for percpu.bpf.c's
 // allocator_wrapper_begin/end: a tracepoint call_site inside one is not the caller. Left 0 where
 // kallsyms cannot be read or hides its addresses: the call_site is then taken as it is.
-void SetAllocatorWrapperText(percpu_bpf* skel, const HostPaths& paths) {
-  absl::StatusOr<std::string> text = ReadFileToString(paths.Proc("kallsyms"));
-  if (!text.ok()) return;
-  std::vector<uint64_t> functions;
-  std::array<uint64_t, PERCPU_ALLOCATOR_WRAPPERS> begin{};
-  ForEachKallsymsLine(*text, [&](const KallsymsLine& symbol, std::string_view) {
-    if (!symbol.module.empty() || symbol.address == 0) return;
-    if (symbol.type != 't' && symbol.type != 'T' && symbol.type != 'w' && symbol.type != 'W') {
-      return;
-    }
-    functions.push_back(symbol.address);
-    for (size_t i = 0; i < kAllocatorWrappers.size(); ++i) {
-      if (symbol.name == kAllocatorWrappers[i]) begin[i] = symbol.address;
-    }
-  });
-  std::sort(functions.begin(), functions.end());
+void SetAllocatorWrapperText(percpu_bpf* skel, const KallsymsIndex* kallsyms) {
+  if (kallsyms == nullptr) return;
   for (size_t i = 0; i < kAllocatorWrappers.size(); ++i) {
-    if (begin[i] == 0) continue;
-    auto next = std::upper_bound(functions.begin(), functions.end(), begin[i]);
-    if (next == functions.end()) continue;
-    skel->rodata->allocator_wrapper_begin[i] = begin[i];
-    skel->rodata->allocator_wrapper_end[i] = *next;
+    if (auto text = kallsyms->FunctionText(kAllocatorWrappers[i])) {
+      skel->rodata->allocator_wrapper_begin[i] = text->first;
+      skel->rodata->allocator_wrapper_end[i] = text->second;
+    }
   }
 }
 
@@ -281,7 +266,7 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   EnableOnly(skel->obj, {alloc, free});
   skel->rodata->nr_possible_cpus = static_cast<__u32>(kernel_.PossibleCpus());
   skel->rodata->caller_from_stack_always = options_.caller_from_stack;
-  SetAllocatorWrapperText(skel.get(), paths_);
+  SetAllocatorWrapperText(skel.get(), kernel_.Kallsyms().get());
 
   // The table reads the comm (and the process, to keep kpathd's own allocations out of the hot
   // part) from the task where the kernel has BTF: it has bpf_get_current_task_btf wherever it

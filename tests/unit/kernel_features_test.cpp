@@ -213,6 +213,24 @@ TEST_CASE("kallsyms symbolizes to the containing function without offset or suff
   CHECK(index->Symbolize(0) == std::nullopt);
 }
 
+TEST_CASE("kallsyms gives a function's text up to the next function", "[kallsyms]") {
+  auto index = KallsymsIndex::Parse(
+      "ffffffff81000100 T early\n"
+      "ffffffff81000100 T early_alias\n"
+      "ffffffff810001f0 t __pfx_next\n"
+      "ffffffff81000200 t next\n"
+      "ffffffff81000300 D some_data\n");
+  REQUIRE(index.ok());
+  CHECK(index->FunctionText("early") ==
+        std::make_optional(std::pair<uint64_t, uint64_t>(0xffffffff81000100, 0xffffffff81000200)));
+  CHECK(index->FunctionText("next") == std::nullopt);  // the last function: no end known
+  CHECK(index->FunctionText("missing") == std::nullopt);
+  CHECK(index->FunctionText("some_data") == std::nullopt);  // not a function
+  auto hidden = KallsymsIndex::Parse("0000000000000000 T early\n0000000000000000 T next\n");
+  REQUIRE(hidden.ok());
+  CHECK(hidden->FunctionText("early") == std::nullopt);
+}
+
 TEST_CASE("kallsyms indexes module functions and sorts by address", "[kallsyms]") {
   auto index = KallsymsIndex::Parse(
       "ffffffffc0a02000 t late\t[xfs]\n"
