@@ -423,9 +423,14 @@ TEST_CASE("a spinlock held with IRQs off by a kernel module is charged to its fu
 // VM, before the witness). The witness (irqoff.h) sees such a CPU preemptible and the detector
 // ignores its late tick. What the witness cannot judge is allowed and said: a region no other CPU
 // saw (every CPU stalled together), or any region where the kernel offers no witness (no BTF, one
-// CPU). Not judged either, and so still able to fail this check on a busy VM: a stall that
-// freezes a vCPU in non-preemptible kernel code (3 in 10 minutes at a load of 7-10 in
-// bench/irqoff_vm_false_regions.py's second run, about one 8 s check in 25).
+// CPU). Not judged either: a stall that freezes a vCPU in non-preemptible kernel code (3 in 10
+// minutes at a load of 7-10 in bench/irqoff_vm_false_regions.py's second run, about one 8 s window
+// in 25). Nothing inside the guest tells that freeze from IRQs held off (no steal time, no PMU),
+// so the host's load, not kpathd, decides whether one 8 s window holds one. What kpathd decides is
+// whether it makes regions by itself: a source of its own (its sampling, its reads of /proc, a
+// detector that miscounts its ticks) shows in every window, a hypervisor's freeze in few. So the
+// check watches up to kWindows windows and passes on the first without a witnessed region, saying
+// what the others saw; on a quiet host that is the first.
 TEST_CASE("an idle host stays quiet at the default threshold", "[irqoff]") {
   REQUIRE(IsRoot());
   KpathdProcess kpathd({.args = {"--log-level", "debug"}, .config_yaml = Config()});
@@ -435,35 +440,59 @@ TEST_CASE("an idle host stays quiet at the default threshold", "[irqoff]") {
   REQUIRE(MetricValue(*before, "kpath_probe_attached", {{"probe", "irqoff"}}) == 1);
   const bool witness =
       SumOf(*before, "kpath_irqoff_detector_info", {{"witness", "preempt_count"}}) == 1;
-  std::this_thread::sleep_for(8s);
-  auto after = kpathd.Scrape();
-  REQUIRE(after);
-  std::string log = kpathd.Output();
-  INFO(IrqOffLines(log));
-  double regions =
-      SumOf(*after, "kpath_irqoff_regions_total") - SumOf(*before, "kpath_irqoff_regions_total");
-  std::regex region_line("irqoff: region [^\n]*");
-  size_t logged = 0, unwitnessed = 0;
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), region_line);
-       it != std::sregex_iterator(); ++it) {
-    ++logged;
-    if (it->str().find("no other CPU saw it") != std::string::npos) ++unwitnessed;
-  }
-  if (!witness) {
-    if (regions > 0) {
-      WARN(regions << " late ticks counted as regions with no witness on this kernel: "
-                      "the load of the host, not kpathd, decides this check here");
+  constexpr int kWindows = 4;
+  const std::regex region_line("irqoff: region [^\n]*");
+  std::optional<std::string> after;
+  size_t log_seen = kpathd.Output().size();
+  int window = 0;
+  bool quiet = false, ticked = false;
+  std::ostringstream noisy;
+  while (!quiet && window < kWindows) {
+    ++window;
+    std::this_thread::sleep_for(8s);
+    after = kpathd.Scrape();
+    REQUIRE(after);
+    std::string log = kpathd.Output();
+    std::string window_log = log.substr(std::min(log_seen, log.size()));
+    log_seen = log.size();
+    double regions =
+        SumOf(*after, "kpath_irqoff_regions_total") - SumOf(*before, "kpath_irqoff_regions_total");
+    size_t logged = 0, unwitnessed = 0;
+    for (auto it = std::sregex_iterator(window_log.begin(), window_log.end(), region_line);
+         it != std::sregex_iterator(); ++it) {
+      ++logged;
+      if (it->str().find("no other CPU saw it") != std::string::npos) ++unwitnessed;
     }
-  } else {
-    if (unwitnessed > 0) {
-      WARN(unwitnessed << " region(s) no other CPU saw (all CPUs stalled together)");
+    if (!witness) {
+      if (regions > 0) {
+        WARN(regions << " late ticks counted as regions with no witness on this kernel: "
+                        "the load of the host, not kpathd, decides this check here");
+      }
+      quiet = true;
+    } else {
+      if (unwitnessed > 0) {
+        WARN(unwitnessed << " region(s) no other CPU saw (all CPUs stalled together)");
+      }
+      // Every region was logged (at most 20 per sample): all of them unwitnessed.
+      quiet = regions == static_cast<double>(unwitnessed) && logged == unwitnessed;
+      if (!quiet) {
+        noisy << "window " << window << ": " << regions << " region(s), " << logged << " logged, "
+              << unwitnessed << " unwitnessed:\n"
+              << IrqOffLines(window_log) << "\n";
+      }
     }
-    // Every region was logged (at most 20 per sample): all of them unwitnessed.
-    CHECK(regions == static_cast<double>(unwitnessed));
-    CHECK(logged == unwitnessed);
+    // The timer kept ticking through the window judged.
+    ticked = MetricValue(*after, "kpath_irqoff_timer_ticks_total").value_or(0) >
+             MetricValue(*before, "kpath_irqoff_timer_ticks_total").value_or(0);
+    before = after;
   }
-  CHECK(MetricValue(*after, "kpath_irqoff_timer_ticks_total").value_or(0) >
-        MetricValue(*before, "kpath_irqoff_timer_ticks_total").value_or(0));
+  if (window > 1) {
+    WARN("windows with a witnessed region (a vCPU frozen in kernel code, or kpathd's own):\n"
+         << noisy.str());
+  }
+  INFO(noisy.str());
+  CHECK(quiet);
+  CHECK(ticked);
   CHECK(MetricValue(*after, "kpath_irqoff_threshold_seconds") == 0.010);
   CHECK(MetricValue(*after, "kpath_irqoff_resolution_seconds", {{"method", "software_timer"}}) ==
         0.001);
