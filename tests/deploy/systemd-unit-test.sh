@@ -97,9 +97,11 @@ CONFIG
   "$@" "$kpathd" --config "$tmp/$name.yaml" >"$tmp/$name.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
-  local i
-  for i in $(seq 1 100); do
-    if curl -sf "http://127.0.0.1:$port/metrics" -o /dev/null; then break; fi
+  # Ready (/-/ready) once the probes' start has finished, which a busy host can hold for tens of
+  # seconds (/metrics answers before that, without the probes: seen at a load of 10); then two
+  # samples.
+  for _ in $(seq 1 600); do
+    if curl -sf "http://127.0.0.1:$port/-/ready" -o /dev/null; then break; fi
     sleep 0.2
   done
   sleep 2.5
