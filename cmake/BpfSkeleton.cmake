@@ -70,6 +70,9 @@ function(kpath_bpf_skeleton name src)
   set(_flags -g -O2 -target bpf -D__TARGET_ARCH_${KPATH_BPF_TARGET_ARCH}
     -Wall -Werror -Wno-unused-function
     -I${KPATH_BPF_GEN_DIR} -I${CMAKE_SOURCE_DIR}/probes/bpf -I${_srcdir})
+  if(KPATH_BPF_ABLATION)
+    list(APPEND _flags -DKPATH_ABLATION=${KPATH_BPF_ABLATION})
+  endif()
   # vmlinux.h is made by the kpath_vmlinux_h target (another directory's custom command, which
   # Makefile generators cannot name as a file dependency); its source file stands in for it.
   set(_deps ${_src} ${KPATH_VMLINUX_SOURCE} ${ARG_DEPENDS} ${CMAKE_SOURCE_DIR}/probes/bpf/kpath_bpf.h)

@@ -228,6 +228,22 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
     return name##_slot_in(name##_buffer(), key, &created);                                        \
   }
 
+/* Ablations: parts of the programs cut out at build time to measure what each costs on a live
+ * hook (cmake -DKPATH_BPF_ABLATION=<bits>, built and compared by bench/bpf_cost_ab.py --ablate).
+ * 0, nothing cut, in every real build; an ablated build counts wrong by design. */
+#ifndef KPATH_ABLATION
+#define KPATH_ABLATION 0
+#endif
+#define KPATH_ABLATE_RETURN 1 /* the program returns once it has read the event's arguments */
+#define KPATH_ABLATE_COUNT 2  /* no counting by key (comm and caller, comm and unit) */
+#define KPATH_ABLATE_TRACK 4  /* percpu: no live-allocation table; cgroups: no path tail sent */
+#define KPATH_ABLATED(part) ((KPATH_ABLATION & KPATH_ABLATE_##part) != 0)
+/* Keeps `value` computed in an ablated program (a store the compiler cannot drop). */
+static __always_inline void kpath_ablation_sink(__u64 value) {
+  volatile __u64 sink = value;
+  (void)sink;
+}
+
 /* A multiplier with well-mixed bits (2^64 / golden ratio) for cheap multiplicative hashing:
  * the top bits of word * KPATH_HASH_MUL index a power-of-two table. */
 #define KPATH_HASH_MUL 0x9e3779b97f4a7c15ULL
@@ -239,7 +255,8 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
  *
  * adds name##_cache, a per-CPU array of two elements, one per buffer, each an array of
  * KPATH_COUNTER_CACHE_SLOTS entries {used, value, key} (so that a lookup is one pointer for all
- * the entries, not one each), and name##_cached_slot(buffer, &key, &created). A
+ * the entries, not one each), name##_cached_slot(buffer, &key, &created), and
+ * name##_cache_find(buffer, &key), which only looks (for callers with a cheaper key to try). A
  * key is hashed with a multiply per 8-byte word into one entry of the current CPU's cache for
  * that buffer: an empty entry is claimed, an entry holding the key is counted into, and only an
  * entry holding another key sends the count on to the hash. A cache lookup costs a few
@@ -266,17 +283,38 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
     __type(key, __u32);                                                                       \
     __type(value, struct name##_cache);                                                       \
   } name##_cache SEC(".maps");                                                                \
-  static __always_inline value_t* name##_cached_slot(__u32 buffer, const key_t* key,          \
-                                                     bool* created) {                         \
+  /* The current CPU's cache entry for `key` in `buffer` (NULL only if the lookup failed). */ \
+  static __always_inline struct name##_cache_entry* name##_cache_entry_of(__u32 buffer,       \
+                                                                          const key_t* key) { \
     const __u64* words = (const __u64*)key;                                                   \
     __u64 hash = 0;                                                                           \
     _Pragma("unroll") for (int i = 0; i < (int)(sizeof(key_t) / 8); i++) {                    \
       hash = (hash ^ words[i]) * KPATH_HASH_MUL;                                              \
     }                                                                                         \
     struct name##_cache* cache = bpf_map_lookup_elem(&name##_cache, &buffer);                 \
-    if (cache) {                                                                              \
-      struct name##_cache_entry* e = &cache->slot[(hash >> (64 - KPATH_COUNTER_CACHE_BITS)) & \
-                                                  (KPATH_COUNTER_CACHE_SLOTS - 1)];           \
+    if (!cache) return NULL;                                                                  \
+    return &cache->slot[(hash >> (64 - KPATH_COUNTER_CACHE_BITS)) &                           \
+                        (KPATH_COUNTER_CACHE_SLOTS - 1)];                                     \
+  }                                                                                           \
+  static __always_inline bool name##_cache_holds(const struct name##_cache_entry* e,          \
+                                                 const key_t* key) {                          \
+    const __u64* held = (const __u64*)&e->key;                                                \
+    const __u64* words = (const __u64*)key;                                                   \
+    __u64 differ = 0;                                                                         \
+    _Pragma("unroll") for (int i = 0; i < (int)(sizeof(key_t) / 8); i++) {                    \
+      differ |= held[i] ^ words[i];                                                           \
+    }                                                                                         \
+    return e->used && !differ;                                                                \
+  }                                                                                           \
+  /* The key's counters if the cache holds them, else NULL (nothing claimed or created). */   \
+  static __always_inline value_t* name##_cache_find(__u32 buffer, const key_t* key) {         \
+    struct name##_cache_entry* e = name##_cache_entry_of(buffer, key);                        \
+    return e && name##_cache_holds(e, key) ? &e->value : NULL;                                \
+  }                                                                                           \
+  static __always_inline value_t* name##_cached_slot(__u32 buffer, const key_t* key,          \
+                                                     bool* created) {                         \
+    struct name##_cache_entry* e = name##_cache_entry_of(buffer, key);                        \
+    if (e) {                                                                                  \
       if (!e->used) {                                                                         \
         __builtin_memset(&e->value, 0, sizeof(e->value));                                     \
         e->key = *key;                                                                        \
@@ -284,12 +322,7 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
         *created = true;                                                                      \
         return &e->value;                                                                     \
       }                                                                                       \
-      const __u64* held = (const __u64*)&e->key;                                              \
-      __u64 differ = 0;                                                                       \
-      _Pragma("unroll") for (int i = 0; i < (int)(sizeof(key_t) / 8); i++) {                  \
-        differ |= held[i] ^ words[i];                                                         \
-      }                                                                                       \
-      if (!differ) return &e->value;                                                          \
+      if (name##_cache_holds(e, key)) return &e->value;                                       \
     }                                                                                         \
     return name##_slot_in(buffer, key, created);                                              \
   }

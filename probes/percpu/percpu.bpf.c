@@ -143,6 +143,7 @@ static __always_inline void count_alloc(const char* task, __u64 caller, __u64 by
       kpath_current_is_self(self_tgid, self_pidns_dev, self_pidns_ino)) {
     count_event(PERCPU_EVENT_SELF_CHECK);
   }
+  if (KPATH_ABLATED(COUNT)) return;
   struct percpu_alloc_key key = {.caller = caller};
   kpath_task_comm(key.comm, task, task_comm_offset);
   bool created = false;
@@ -178,9 +179,14 @@ static __always_inline void live_hash_remove(__u64 ptr) {
 /* `table` is a constant at every call: each program holds one way only, and the _hash
  * programs no atomic instruction (which kernels before 5.12 refuse even in dead code). */
 static __always_inline void count_tracked_alloc(bool table, __u64 caller, __u64 bytes, __u64 ptr) {
-  if (table) live_table_prefetch(ptr);
+  if (KPATH_ABLATED(RETURN)) {
+    kpath_ablation_sink(caller ^ bytes ^ ptr);
+    return;
+  }
+  if (table && !KPATH_ABLATED(TRACK)) live_table_prefetch(ptr);
   const char* task = kpath_current_task(task_comm_offset);
   count_alloc(task, caller, bytes);
+  if (KPATH_ABLATED(TRACK)) return;
   if (table) {
     bool own =
         self_tgid && task_tgid_offset && *(const __s32*)(task + task_tgid_offset) == self_tgid;
@@ -191,6 +197,10 @@ static __always_inline void count_tracked_alloc(bool table, __u64 caller, __u64 
 }
 
 static __always_inline int count_free(bool table, __u64 ptr) {
+  if (KPATH_ABLATED(RETURN) || KPATH_ABLATED(TRACK)) {
+    kpath_ablation_sink(ptr);
+    return 0;
+  }
   if (table) {
     if (!live_table_remove(ptr)) count_event(PERCPU_EVENT_UNTRACKED_FREE);
   } else {
