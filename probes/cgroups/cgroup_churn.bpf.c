@@ -30,6 +30,8 @@ KPATH_TUNABLE(__u32, cgroup_kn_offset, 0);
 KPATH_TUNABLE(__u32, kn_hash_offset, 0);
 KPATH_TUNABLE(__u32, cgroup_parent_offset, 0);
 KPATH_TUNABLE(__u32, css_serial_offset, 0);
+/* kernfs_node.name from vmlinux BTF, or 0: the name's shape (churn_shapes) needs it. */
+KPATH_TUNABLE(__u32, kn_name_offset, 0);
 /* From vmlinux BTF, or 0: cgroup.root and cgroup_root.hierarchy_id, the cgroup's hierarchy
  * (cgroup_churn_path.hierarchy). */
 KPATH_TUNABLE(__u32, cgroup_root_offset, 0);
@@ -58,6 +60,14 @@ struct {
   __type(key, __u32);
   __type(value, struct cgroup_churn_scratch);
 } scratch SEC(".maps");
+
+/* Shape keys whose names all fold to one unit, written by user space (cgroup_churn.h). */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, CGROUP_CHURN_SHAPE_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} churn_shapes SEC(".maps");
 
 #define CGROUP_CHURN_WORDS (CGROUP_CHURN_TAIL_LEN / 8)
 #define CGROUP_CHURN_HALF (CGROUP_CHURN_WORDS / 2)
@@ -120,18 +130,27 @@ static __always_inline __u64 key_in_hierarchy(__u64 key, __u32 hierarchy) {
   return hierarchy == CGROUP_CHURN_HIERARCHY_UNKNOWN ? key : key ^ ((__u64)hierarchy << 32);
 }
 
-/* Counts one event under (comm, path_key). Rarely (the key's first event in this interval on
- * this CPU), also sends the path tail and the hierarchy: a string read and a hash insert. */
-static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u64 path_key,
-                                             const char* path, __u32 truncated, __u32 hierarchy,
-                                             bool rmdir) {
-  struct cgroup_churn_key key = {.path_key = path_key};
-  kpath_current_comm(key.comm, task_comm_offset);
-  __u32 buffer = churn_counts_buffer();
+static __always_inline void add_event(struct cgroup_churn_value* v, bool rmdir) {
+  if (rmdir) {
+    v->rmdirs += 1;
+  } else {
+    v->mkdirs += 1;
+  }
+}
+
+/* Counts one event under `key` (comm, path_key) in `buffer`. Rarely (the key's first event in
+ * this interval on this CPU), also sends the path tail, the hierarchy and the name's shape key
+ * (0: none): a string read and a hash insert. A shape's key (CGROUP_CHURN_SHAPE_BIT) sends
+ * nothing: user space knows it. */
+static __always_inline void count_cgroup_in(struct cgroup_churn_scratch* s, __u32 buffer,
+                                            const struct cgroup_churn_key* key, const char* path,
+                                            __u32 truncated, __u32 hierarchy, bool rmdir,
+                                            __u64 shape_key) {
+  __u64 path_key = key->path_key;
   bool created = false;
-  struct cgroup_churn_value* v = churn_counts_cached_slot(buffer, &key, &created);
+  struct cgroup_churn_value* v = churn_counts_cached_slot(buffer, key, &created);
   if (!v) return;
-  if (created) {
+  if (created && !(path_key & CGROUP_CHURN_SHAPE_BIT) && !KPATH_ABLATED(TRACK)) {
     /* The tail, clean and zero-padded, for user space. */
     struct cgroup_churn_path* record = &s->path;
     __builtin_memset(record, 0, sizeof(*record));
@@ -150,6 +169,7 @@ static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u
     }
     record->truncated = truncated;
     record->hierarchy = hierarchy;
+    record->shape_key = shape_key;
     /* One branch per map: the verifier needs a constant map at each call. */
     if (buffer) {
       bpf_map_update_elem(&churn_paths_1, &path_key, record, BPF_NOEXIST);
@@ -157,14 +177,27 @@ static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u
       bpf_map_update_elem(&churn_paths_0, &path_key, record, BPF_NOEXIST);
     }
   }
-  if (rmdir) {
-    v->rmdirs += 1;
-  } else {
-    v->mkdirs += 1;
+  add_event(v, rmdir);
+}
+
+/* Counts one event under (comm, path_key), path_key without CGROUP_CHURN_SHAPE_BIT. */
+static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u64 path_key,
+                                             const char* path, __u32 truncated, __u32 hierarchy,
+                                             bool rmdir) {
+  if (KPATH_ABLATED(COUNT)) {
+    kpath_ablation_sink(path_key);
+    return;
   }
+  struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
+  kpath_current_comm(key.comm, task_comm_offset);
+  count_cgroup_in(s, churn_counts_buffer(), &key, path, truncated, hierarchy, rmdir, 0);
 }
 
 static __always_inline void count_cgroup_path(const char* path, __u32 hierarchy, bool rmdir) {
+  if (KPATH_ABLATED(RETURN)) {
+    kpath_ablation_sink((__u64)path ^ hierarchy);
+    return;
+  }
   __u32 zero = 0;
   struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
   if (!s) return;
@@ -186,11 +219,59 @@ static __always_inline __u32 hierarchy_of_raw(const char* cgrp) {
   return (__u32)id;
 }
 
+/* 0x80 in each byte of `w` that is an ASCII digit: a byte is one when its xor with '0' has a
+ * zero high nibble and a low nibble below 10 (no carry crosses a byte in either test). */
+static __always_inline __u64 digit_bytes(__u64 w) {
+  __u64 x = w ^ 0x3030303030303030ULL;
+  __u64 not_digit = (x & 0xf0f0f0f0f0f0f0f0ULL) |
+                    (((x & 0x0f0f0f0f0f0f0f0fULL) + 0x0606060606060606ULL) & 0x1010101010101010ULL);
+  return ~(((not_digit & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL) | not_digit) &
+         0x8080808080808080ULL;
+}
+
+/* The key of the shape of the cgroup's name (cgroup_churn.h), or 0 for a name without digits,
+ * of 64 bytes or more, or unreadable: 64 bytes read, then a multiply per word up to the NUL. */
+static __always_inline __u64 name_shape_key(struct cgroup_churn_scratch* s, const char* kn,
+                                            __u64 parent_serial, __u32 hierarchy) {
+  if (!kn_name_offset) return 0;
+  const char* name = *(const char* const*)(kn + kn_name_offset);
+  if (bpf_probe_read_kernel(s->words, CGROUP_CHURN_TAIL_LEN / 2, name) != 0) return 0;
+  __u64 hash = parent_serial * KPATH_HASH_MUL;
+  __u64 digits = 0;
+  bool terminated = false;
+#pragma unroll
+  for (int i = 0; i < CGROUP_CHURN_HALF; i++) {
+    __u64 w = s->words[i];
+    __u64 zero = kpath_zero_bytes(w);
+    if (zero) w = kpath_before_nul(w, zero);
+    __u64 d = digit_bytes(w);
+    __u64 mask = (d >> 7) * 0xff;
+    digits |= d;
+    hash = (hash ^ ((w & ~mask) | (0x2323232323232323ULL & mask))) * KPATH_HASH_MUL;
+    if (zero) {
+      terminated = true;
+      break;
+    }
+  }
+  if (!terminated || !digits) return 0;
+  return key_in_hierarchy(hash ^ (hash >> 29), hierarchy) | CGROUP_CHURN_SHAPE_BIT;
+}
+
+static __always_inline bool shape_known(__u64 shape_key) {
+  __u32 slot = (__u32)shape_key & (CGROUP_CHURN_SHAPE_SLOTS - 1);
+  __u64* known = bpf_map_lookup_elem(&churn_shapes, &slot);
+  return known && *known == shape_key;
+}
+
 /* tp_btf: the cgroup is a BTF pointer. Its kernfs node's name hash (kernfs keeps one per node
  * for its own lookups) and its parent's serial number (never reused, unique across hierarchies)
  * are four loads, no string read. Siblings whose names share a 31-bit kernfs hash would share a
  * key: user space then labels both with the path sent first in that interval. */
 static __always_inline void count_cgroup_btf(const void* cgrp, const char* path, bool rmdir) {
+  if (KPATH_ABLATED(RETURN)) {
+    kpath_ablation_sink((__u64)cgrp ^ (__u64)path);
+    return;
+  }
   /* Two loads: cgroup.root, cgroup_root.hierarchy_id. */
   __u32 hierarchy = CGROUP_CHURN_HIERARCHY_UNKNOWN;
   if (cgroup_root_offset && root_hierarchy_id_offset) {
@@ -210,8 +291,24 @@ static __always_inline void count_cgroup_btf(const void* cgrp, const char* path,
   __u64 parent_serial = *(const __u64*)(parent + css_serial_offset);
   /* Top-level cgroups of different hierarchies have parents of the same serial number (their
    * roots'): the hierarchy tells them apart. */
-  count_cgroup_key(s, key_in_hierarchy((parent_serial * KPATH_HASH_MUL) ^ name_hash, hierarchy),
-                   path, 0, hierarchy, rmdir);
+  __u64 path_key = key_in_hierarchy((parent_serial * KPATH_HASH_MUL) ^ name_hash, hierarchy);
+  if (KPATH_ABLATED(COUNT)) {
+    kpath_ablation_sink(path_key);
+    return;
+  }
+  struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
+  kpath_current_comm(key.comm, task_comm_offset);
+  __u32 buffer = churn_counts_buffer();
+  /* A name the cache holds (a timer's service, made again and again) is counted at once. */
+  struct cgroup_churn_value* v = churn_counts_cache_find(buffer, &key);
+  if (v) {
+    add_event(v, rmdir);
+    return;
+  }
+  /* Else, a name of a shape user space knows is counted under the shape (no tail sent). */
+  __u64 shape_key = name_shape_key(s, kn, parent_serial, hierarchy);
+  if (shape_key && shape_known(shape_key)) key.path_key = shape_key;
+  count_cgroup_in(s, buffer, &key, path, 0, hierarchy, rmdir, shape_key);
 }
 
 SEC("tp_btf/cgroup_mkdir")

@@ -43,9 +43,24 @@ struct cgroup_churn_path {
    * makes the same path in several hierarchies: user space counts it once (the most made in any
    * one hierarchy). The key holds the hierarchy too, so these never share a counter. */
   __u32 hierarchy;
+  /* The key of the name's shape (CGROUP_CHURN_SHAPE_BIT set), or 0: see churn_shapes. */
+  __u64 shape_key;
 };
 
 #define CGROUP_CHURN_HIERARCHY_UNKNOWN 0xffffffffu
+
+/* Names with digits, keyed by their shape (tp_btf only). Transient units bring a new name per
+ * cgroup (run-u123.scope, session-5.scope): each would take a counter and send its tail, a hash
+ * insert and a string copy per event. A name's shape is its parent's serial number, its
+ * hierarchy and its bytes with every ASCII digit replaced by '#' (names under 64 bytes). User
+ * space, given one name of a shape with its path tail, checks that the unit it derives does not
+ * depend on the digits (run-u123.scope and run-u9999.scope -> run-*.scope, but user@1000.service
+ * and php8.2-fpm.service keep theirs) and then writes the shape's key into churn_shapes, slot
+ * key & (CGROUP_CHURN_SHAPE_SLOTS - 1). A name whose shape is there is counted under the
+ * shape's key, a key of few values: the per-CPU cache keeps it, and no tail is sent. Shape keys
+ * have CGROUP_CHURN_SHAPE_BIT set, path keys never. */
+#define CGROUP_CHURN_SHAPE_BIT (1ULL << 63)
+#define CGROUP_CHURN_SHAPE_SLOTS 1024
 
 /* Per-CPU scratch (too big for the BPF stack): the path's first bytes (or its tail), the record
  * sent to user space, and, for long paths, the whole path. */

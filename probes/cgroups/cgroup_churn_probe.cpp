@@ -57,6 +57,25 @@ std::string CgroupChurnUnit(const cgroup_churn_path& path) {
   return SanitizeLabelValue(SystemdUnitOfPathTail(tail, path.truncated != 0));
 }
 
+bool CgroupChurnShapeFoldsAlike(const cgroup_churn_path& path) {
+  const std::string unit = CgroupChurnUnit(path);
+  const size_t length = strnlen(path.tail, sizeof(path.tail));
+  const size_t name = std::string_view(path.tail, length).rfind('/') + 1;  // npos + 1 == 0
+  bool digits = false;
+  for (size_t i = name; i < length; ++i) digits |= path.tail[i] >= '0' && path.tail[i] <= '9';
+  if (!digits) return false;
+  // The fold reads digits by class (a run, a hex id, a UUID) or keeps them as they are: another
+  // value in every digit's place shows which.
+  for (char digit : {'0', '1', '9'}) {
+    cgroup_churn_path other = path;
+    for (size_t i = name; i < length; ++i) {
+      if (other.tail[i] >= '0' && other.tail[i] <= '9') other.tail[i] = digit;
+    }
+    if (CgroupChurnUnit(other) != unit) return false;
+  }
+  return true;
+}
+
 namespace {
 std::string CommOf(const cgroup_churn_key& key) {
   return SanitizeLabelValue(std::string_view(key.comm, strnlen(key.comm, sizeof(key.comm))));
@@ -162,6 +181,7 @@ CgroupChurnProbe::DirectReads CgroupChurnProbe::DirectReadsFor(const AttachPlan&
   if (cgroup.complete()) {
     reads.cgroup_kn = *cgroup.cgroup_kn;
     reads.kn_hash = *cgroup.kernfs_node_hash;
+    reads.kn_name = cgroup.kernfs_node_name.value_or(0);
     reads.cgroup_parent = *cgroup.cgroup_parent;
     reads.css_serial = *cgroup.css_serial_nr;
   }
@@ -241,6 +261,7 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
   skel->rodata->task_comm_offset = reads.task_comm;
   skel->rodata->cgroup_kn_offset = reads.cgroup_kn;
   skel->rodata->kn_hash_offset = reads.kn_hash;
+  skel->rodata->kn_name_offset = reads.kn_name;
   skel->rodata->cgroup_parent_offset = reads.cgroup_parent;
   skel->rodata->css_serial_offset = reads.css_serial;
   skel->rodata->cgroup_root_offset = reads.cgroup_root;
@@ -257,8 +278,13 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
   ListPrograms({mkdir_prog, rmdir_prog});
   paths_fd_[0] = bpf_map__fd(skel->maps.churn_paths_0);
   paths_fd_[1] = bpf_map__fd(skel->maps.churn_paths_1);
-  key_source_ = reads.cgroup_kn != 0 ? "parent serial and kernfs name hash" : "path tail hash";
+  shapes_fd_ = bpf_map__fd(skel->maps.churn_shapes);
+  key_source_ = reads.cgroup_kn == 0 ? "path tail hash"
+                : reads.kn_name == 0 ? "parent serial and kernfs name hash"
+                                     : "parent serial and kernfs name hash, or the name's shape";
   paths_.clear();
+  shapes_.clear();
+  shapes_refused_.clear();
   counts_ = *std::move(counts);
   skel_ = std::move(skel);
   return absl::OkStatus();
@@ -269,9 +295,32 @@ void CgroupChurnProbe::Detach() {
   skel_.reset();
   counts_.reset();
   paths_fd_[0] = paths_fd_[1] = -1;
+  shapes_fd_ = -1;
+}
+
+void CgroupChurnProbe::LearnShape(const cgroup_churn_path& path, const PathInfo& info) {
+  const uint64_t shape = path.shape_key;
+  if (!(shape & CGROUP_CHURN_SHAPE_BIT) || info.canary || shapes_.contains(shape) ||
+      shapes_refused_.contains(shape)) {
+    return;
+  }
+  if (!CgroupChurnShapeFoldsAlike(path)) {
+    if (shapes_refused_.size() >= 65536) shapes_refused_.clear();
+    shapes_refused_.insert(shape);
+    return;
+  }
+  // Bounded as paths_ is. A shape whose slot another takes goes back to being counted by path
+  // key; what the programs counted under it stays known here.
+  if (shapes_.size() >= 65536) shapes_.clear();
+  uint32_t slot = static_cast<uint32_t>(shape) & (CGROUP_CHURN_SHAPE_SLOTS - 1);
+  if (bpf_map_update_elem(shapes_fd_, &slot, &shape, BPF_ANY) == 0) shapes_[shape] = info;
 }
 
 const CgroupChurnProbe::PathInfo* CgroupChurnProbe::PathOf(uint64_t path_key, uint32_t buffer) {
+  if (path_key & CGROUP_CHURN_SHAPE_BIT) {
+    auto it = shapes_.find(path_key);
+    return it != shapes_.end() ? &it->second : nullptr;
+  }
   // The path sent with this interval's counts, else the last one known for the key.
   cgroup_churn_path path;
   if (bpf_map_lookup_elem(paths_fd_[buffer & 1], &path_key, &path) == 0) {
@@ -284,6 +333,7 @@ const CgroupChurnProbe::PathInfo* CgroupChurnProbe::PathOf(uint64_t path_key, ui
     info.canary =
         !canary_name_.empty() && tail.ends_with(canary_name_) &&
         (tail.size() == canary_name_.size() || tail[tail.size() - canary_name_.size() - 1] == '/');
+    LearnShape(path, info);
     return &info;
   }
   auto it = paths_.find(path_key);

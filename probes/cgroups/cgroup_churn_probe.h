@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -33,6 +34,11 @@ namespace kpath {
 
 // The unit label of a path tail the BPF programs sent (valid UTF-8).
 std::string CgroupChurnUnit(const cgroup_churn_path& path);
+
+// Whether every name of the shape of `path`'s name (its last component, digits replaced) gives
+// the unit `path` gives: the digits are folded away (run-u123.scope), not kept
+// (user@1000.service, php8.2-fpm.service). False for a name without digits.
+bool CgroupChurnShapeFoldsAlike(const cgroup_churn_path& path);
 
 // The {comm, unit} labels of a key the BPF programs counted under and of its path tail, both
 // valid UTF-8.
@@ -91,6 +97,7 @@ class CgroupChurnProbe final : public BpfProbe {
   OwnedSkeleton<cgroup_churn_bpf> skel_{nullptr, nullptr};
   std::optional<KeyedCounterMaps> counts_;
   int paths_fd_[2] = {-1, -1};  // churn_paths_0, churn_paths_1: path tails by hash, per buffer
+  int shapes_fd_ = -1;          // churn_shapes: the name shapes the programs count by
 
   // Offsets from vmlinux BTF for the programs' reads from kernel structures (0: none; see
   // cgroup_churn.bpf.c).
@@ -98,6 +105,7 @@ class CgroupChurnProbe final : public BpfProbe {
     uint32_t task_comm = 0;
     uint32_t cgroup_kn = 0;
     uint32_t kn_hash = 0;
+    uint32_t kn_name = 0;
     uint32_t cgroup_parent = 0;
     uint32_t css_serial = 0;
     uint32_t cgroup_root = 0;
@@ -116,6 +124,9 @@ class CgroupChurnProbe final : public BpfProbe {
   // The path key counted in `buffer`: from the path sent with it, else the last one known for
   // the key; null if none.
   const PathInfo* PathOf(uint64_t path_key, uint32_t buffer);
+  // Lets the programs count `path`'s name shape under one key when its names all fold to
+  // `info`'s unit (cgroup_churn.h); each shape is judged once.
+  void LearnShape(const cgroup_churn_path& path, const PathInfo& info);
   void EmptyPaths(uint32_t buffer);
   // Finds where the canary's scratch cgroup goes (once): canary_dir_, or no_canary_why_.
   void FindCanaryDirectory();
@@ -125,6 +136,10 @@ class CgroupChurnProbe final : public BpfProbe {
 
   // The last path of each path key seen; emptied when it grows past a bound.
   std::unordered_map<uint64_t, PathInfo> paths_;
+  // Name shapes judged: what each known one stands for, and the ones that fold by their digits
+  // (never counted by shape); emptied when they grow past a bound.
+  std::unordered_map<uint64_t, PathInfo> shapes_;
+  std::unordered_set<uint64_t> shapes_refused_;
   // The canary: the scratch cgroup's name, its directory (empty: no canary here, and why), and
   // the mkdirs and rmdirs of it the programs counted.
   std::string canary_name_;

@@ -22,6 +22,7 @@ const CgroupLayout& KernelLayout::Cgroup() {
     CgroupLayout layout{
         .cgroup_kn = kernel_.BtfMemberOffset("cgroup", "kn"),
         .kernfs_node_hash = kernel_.BtfMemberOffset("kernfs_node", "hash"),
+        .kernfs_node_name = kernel_.BtfMemberOffset("kernfs_node", "name"),
         .cgroup_parent = std::nullopt,
         .css_serial_nr = kernel_.BtfMemberOffset("cgroup_subsys_state", "serial_nr"),
         .cgroup_root = kernel_.BtfMemberOffset("cgroup", "root"),

@@ -32,6 +32,7 @@ struct TaskStructLayout {
 struct CgroupLayout {
   std::optional<uint32_t> cgroup_kn;         // cgroup.kn
   std::optional<uint32_t> kernfs_node_hash;  // kernfs_node.hash
+  std::optional<uint32_t> kernfs_node_name;  // kernfs_node.name (the name's shape)
   std::optional<uint32_t> cgroup_parent;     // cgroup.self + cgroup_subsys_state.parent
   std::optional<uint32_t> css_serial_nr;     // cgroup_subsys_state.serial_nr
   // The hierarchy (cgroup v1 mounts one per controller set; 0 is the unified v2 one).

@@ -181,6 +181,7 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
 
   constexpr int kServiceRuns = 1000;
   constexpr int kTransient = 200;
+  constexpr int kPerUser = 50;
   const std::string comm = "kpath-churner";
   // The churn runs paced (about 2 s) in the background, so that the rate is seen while it runs.
   int failed = -1;  // Catch assertions belong on the test's thread
@@ -192,6 +193,9 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
                       [](int i) { return "run-u" + std::to_string(1000 + i) + ".scope"; });
       f += ChurnNamed(slice.path(), 0, kTransient,
                       [](int i) { return "session-" + std::to_string(i + 1) + ".scope"; });
+      // Names of one shape whose digits the unit keeps: never counted as one shape.
+      f += ChurnNamed(slice.path(), 0, 2 * kPerUser,
+                      [](int i) { return "user@" + std::to_string(1000 + i % 2) + ".service"; });
       return f;
     });
   });
@@ -207,7 +211,7 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
   CHECK(seen_during < kServiceRuns);  // the rate was read while the churn ran
 
   std::string body = ScrapeUntil(kpathd, [&](const std::string& b) {
-    return MkdirsOf(b, comm, "session-*.scope") >= kTransient;
+    return MkdirsOf(b, comm, "user@1001.service") >= kPerUser;
   });
   auto mkdirs = Samples(body, "kpath_cgroup_mkdir_total");
   auto rmdirs = Samples(body, "kpath_cgroup_rmdir_total");
@@ -218,13 +222,17 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
   CHECK(MetricValue(body, "kpath_cgroup_rmdir_total", {{"comm", comm}, {"unit", "run-*.scope"}}) ==
         kTransient);
   CHECK(MkdirsOf(body, comm, "session-*.scope") == kTransient);
-  // 400 distinct transient names, 3 series for the process in all.
+  CHECK(MkdirsOf(body, comm, "user@1000.service") == kPerUser);
+  CHECK(MkdirsOf(body, comm, "user@1001.service") == kPerUser);
+  // 400 distinct transient names (counted by their shape once kpathd knew it: the per-user
+  // units' shape never is), 5 series for the process in all.
   std::set<std::string> units;
   for (const Sample& s : mkdirs)
     if (s.labels.at("comm") == comm) units.insert(s.labels.at("unit"));
-  CHECK(units == std::set<std::string>{kService, "run-*.scope", "session-*.scope"});
-  CHECK(Sum(mkdirs, {{"comm", comm}}) == kServiceRuns + 2 * kTransient);
-  CHECK(Sum(rmdirs, {{"comm", comm}}) == kServiceRuns + 2 * kTransient);
+  CHECK(units == std::set<std::string>{kService, "run-*.scope", "session-*.scope",
+                                       "user@1000.service", "user@1001.service"});
+  CHECK(Sum(mkdirs, {{"comm", comm}}) == kServiceRuns + 2 * kTransient + 2 * kPerUser);
+  CHECK(Sum(rmdirs, {{"comm", comm}}) == kServiceRuns + 2 * kTransient + 2 * kPerUser);
   CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
 }
 

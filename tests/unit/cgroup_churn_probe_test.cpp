@@ -44,6 +44,39 @@ TEST_CASE("a counted key becomes its process and folded unit", "[cgroups][churn]
   CHECK(CgroupChurnUnit(full) == "none");
 }
 
+// Whether the programs may count `tail`'s name by its shape (digits replaced): only when the
+// unit does not depend on the digits' values.
+bool FoldsAlike(const std::string& tail, bool truncated = false) {
+  cgroup_churn_path path;
+  std::memset(&path, 0, sizeof(path));
+  std::memcpy(path.tail, tail.data(), std::min(tail.size(), sizeof(path.tail) - 1));
+  path.truncated = truncated ? 1 : 0;
+  return CgroupChurnShapeFoldsAlike(path);
+}
+
+TEST_CASE("a name shape is counted as one only where the fold drops its digits",
+          "[cgroups][churn]") {
+  // Transient units: the digits fold to "*".
+  CHECK(FoldsAlike("/system.slice/run-u4711.service"));
+  CHECK(FoldsAlike("/user.slice/user-1000.slice/session-5.scope"));
+  CHECK(FoldsAlike("/kubepods.slice/cri-containerd-0123456789abcdef0123456789abcdef.scope"));
+  CHECK(FoldsAlike("/k.slice/kubepods-pod8f1e2d3c_4b5a_6978_8a9b_0c1d2e3f4a5b.slice"));
+  // A cgroup below a unit, with digits: its unit is its parent's, whatever they are.
+  CHECK(FoldsAlike("/system.slice/foo.service/worker-17"));
+  CHECK(FoldsAlike("ice/foo.service/worker-17", true));
+  // Kept digits: per-user units, versions, a name's first word.
+  CHECK_FALSE(FoldsAlike("/user.slice/user-1000.slice/user@1000.service"));
+  CHECK_FALSE(FoldsAlike("/user.slice/user-1000.slice"));
+  CHECK_FALSE(FoldsAlike("/system.slice/php8.2-fpm.service"));
+  CHECK_FALSE(FoldsAlike("/system.slice/e2scrub@dev.service"));
+  CHECK_FALSE(FoldsAlike("/system.slice/foo1.service"));
+  // No digits: nothing to share.
+  CHECK_FALSE(FoldsAlike("/system.slice/kpath-churn.service"));
+  CHECK_FALSE(FoldsAlike(""));
+  // Digits above the name do not count: they are the same for every name of a shape.
+  CHECK_FALSE(FoldsAlike("/user.slice/user-1000.slice/app.slice"));
+}
+
 TEST_CASE("label values are valid UTF-8 whatever the bytes", "[cgroups][churn]") {
   // "进程" cut in its last character by the 15-byte comm limit, and a control character.
   std::string comm = "\xe8\xbf\x9b\xe7\xa8";
