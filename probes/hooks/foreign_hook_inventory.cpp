@@ -331,6 +331,7 @@ void ForeignHookInventory::Refresh() {
   context.hot = &hot_;
   context.qualify_tracepoint = [this](std::string_view event) { return QualifyTracepoint(event); };
   inventory_ = BuildHookInventory(tracing, bpf ? &*bpf : nullptr, context);
+  fingerprint_ = FingerprintHookSet(inventory_.hooks);
   AccountCost();
 
   size_t hot = std::count_if(inventory_.hooks.begin(), inventory_.hooks.end(),
@@ -452,6 +453,10 @@ void ForeignHookInventory::AppendFamilies(MetricFamilies& out) const {
                 1);
   }
   details.AppendTo(out);
+  // One series whatever the set: every hook, the omitted ones too.
+  FamilyBuilder(hooks_metrics::kForeignHookSetInfo)
+      .Add({{"fingerprint", fingerprint_.Hex()}, {"hooks", std::to_string(fingerprint_.hooks)}}, 1)
+      .AppendTo(out);
   FamilyBuilder(hooks_metrics::kForeignHookInfoOmitted)
       .Add(static_cast<double>(omitted))
       .AppendTo(out);

@@ -27,6 +27,7 @@
 #include "probes/hooks/bpf_stats_sampler.h"
 #include "probes/hooks/debugfs_mount.h"
 #include "probes/hooks/hook_inventory.h"
+#include "probes/hooks/hook_set_fingerprint.h"
 #include "probes/hooks/hooks_config.h"
 #include "probes/kernel/kernel_features.h"
 
@@ -82,6 +83,7 @@ class ForeignHookInventory final : public Collector {
   bool refreshed_ = false;
   std::chrono::steady_clock::time_point next_refresh_;
   HookInventory inventory_;
+  HookSetFingerprint fingerprint_;  // of inventory_
   std::map<std::string, bool> source_available_;
   std::optional<bool> kprobes_enabled_;
   size_t processes_scanned_ = 0;

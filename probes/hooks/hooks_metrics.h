@@ -28,6 +28,12 @@ inline constexpr MetricSpec kForeignHookInfo{
     "Foreign kernel hooks by kind, target and owner (the process holding them, unknown if none); "
     "always 1, identical hooks share a series (kpath_foreign_hooks counts them).",
     MetricType::kGauge};
+inline constexpr MetricSpec kForeignHookSetInfo{
+    "kpath_foreign_hook_set_info",
+    "The node's whole set of foreign hooks as one value: fingerprint is a 64-bit FNV-1a hash of "
+    "its distinct (kind, target, owner), sorted; hooks is how many. Equal sets, equal "
+    "fingerprints. Always 1.",
+    MetricType::kGauge};
 inline constexpr MetricSpec kForeignHookInfoOmitted{
     "kpath_foreign_hook_info_omitted",
     "Foreign hooks left out of kpath_foreign_hook_info (hooks.max_info_series).",
@@ -73,6 +79,7 @@ inline constexpr MetricSpec kAll[] = {kHiddenKprobes,
                                       kKprobesEnabled,
                                       kForeignHooks,
                                       kForeignHookInfo,
+                                      kForeignHookSetInfo,
                                       kForeignHookInfoOmitted,
                                       kForeignBpfRunSecondsTotal,
                                       kForeignBpfRunsTotal,

@@ -1,6 +1,7 @@
 // The foreign-hook inventory built from what real kernels showed: a stand-in agent's and a
 // kpathd's BPF objects captured on 6.18 (with bpftool's view of them), seed 002's kprobes on a
-// 4.19 kernel, and inline cases for de-duplication across sources.
+// 4.19 kernel, and inline cases for de-duplication across sources; the fingerprint of the hook
+// set (issue 22) over those inventories.
 #include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,11 +13,17 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 #include <thread>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 #include "probes/hooks/bpf_stats_sampler.h"
 #include "probes/hooks/foreign_hook_inventory.h"
 #include "probes/hooks/hook_inventory.h"
+#include "probes/hooks/hook_set_fingerprint.h"
 
 using namespace kpath;
 using namespace std::chrono_literals;
@@ -348,6 +355,21 @@ TEST_CASE(
   }
   CHECK(info_series == 3);
   CHECK(value("kpath_foreign_hook_info_omitted") == 9);
+  // The set is one series over all 12 hooks, the 9 left out of the list included.
+  std::map<std::string, std::string> set_labels;
+  size_t set_series = 0;
+  for (const auto& family : families) {
+    if (family.name != "kpath_foreign_hook_set_info") continue;
+    set_series = family.metric.size();
+    for (const auto& metric : family.metric) {
+      CHECK(metric.gauge.value == 1);
+      for (const auto& label : metric.label) set_labels[label.name] = label.value;
+    }
+  }
+  CHECK(set_series == 1);
+  CHECK(set_labels["hooks"] == "12");
+  CHECK(set_labels["fingerprint"] == FingerprintHookSet(collector.inventory().hooks).Hex());
+  CHECK(set_labels["fingerprint"] != FingerprintHookSet({}).Hex());
   CHECK(collector.StatusFragment() == "12 foreign hooks (6 hot), 12 hidden kprobes");
 }
 
@@ -457,4 +479,205 @@ TEST_CASE("the sampler leaves the statistics alone while the sysctl has them on"
   std::filesystem::remove_all(proc);
   CHECK(enables.load() == 0);
   CHECK(sampler.Take().empty());
+}
+
+// Issue 22: the fingerprint of a node's hook set, over the inventories of the fixtures above.
+namespace {
+
+HookInventory Seed002Inventory(std::string_view extra_kprobes = "") {
+  TracingSources tracing;
+  tracing.kprobe_list = *ParseKprobeList(
+      Fixture("linux-4.19-x86_64/sys/kernel/debug/kprobes/list") + std::string(extra_kprobes));
+  tracing.probe_events =
+      ParseProbeEvents(Fixture("linux-4.19-x86_64/sys/kernel/tracing/kprobe_events")).events;
+  return BuildHookInventory(tracing, nullptr, InventoryContext{.own_pid = 4242});
+}
+
+HookInventory CapturedInventory(const BpfSources& bpf) {
+  TracingSources tracing;
+  tracing.probe_events =
+      ParseProbeEvents(Fixture("bpf-holders-linux-6.18.44-x86_64/uprobe_events")).events;
+  InventoryContext context{.own_pid = kKpathdPid, .hot = nullptr, .qualify_tracepoint = Qualify};
+  return BuildHookInventory(tracing, &bpf, context);
+}
+
+// The fingerprint of a host whose only hooks are these tracefs dynamic events.
+HookSetFingerprint EventsFingerprint(const std::string& events) {
+  TracingSources tracing;
+  tracing.probe_events = ParseProbeEvents(events).events;
+  return FingerprintHookSet(BuildHookInventory(tracing, nullptr, InventoryContext{}).hooks);
+}
+
+// The capture as it would read after the agent restarted: another pid, other program and link
+// ids, another (transient) unit.
+BpfSources AgentRestarted(BpfSources bpf, pid_t pid, uint32_t id_shift) {
+  auto shift = [&](std::map<uint32_t, pid_t>& holders) {
+    std::map<uint32_t, pid_t> out;
+    for (auto [id, holder] : holders) {
+      if (holder == kAgentPid) {
+        out[id + id_shift] = pid;
+      } else {
+        out[id] = holder;
+      }
+    }
+    holders = std::move(out);
+  };
+  std::set<uint32_t> agent_programs;
+  for (const auto& [id, holder] : bpf.foreign.programs) {
+    if (holder == kAgentPid) agent_programs.insert(id);
+  }
+  for (const FdAttachment& a : bpf.foreign.attachments) {
+    if (a.pid == kAgentPid) agent_programs.insert(a.query.prog_id);
+  }
+  for (BpfLinkInfo& link : bpf.links) {
+    if (bpf.foreign.links.contains(link.id) && bpf.foreign.links.at(link.id) == kAgentPid) {
+      agent_programs.insert(link.prog_id);
+      link.id += id_shift;
+    }
+  }
+  for (BpfLinkInfo& link : bpf.links) {
+    if (agent_programs.contains(link.prog_id)) link.prog_id += id_shift;
+  }
+  for (BpfProgramInfo& program : bpf.programs) {
+    if (agent_programs.contains(program.id)) program.id += id_shift;
+  }
+  shift(bpf.foreign.programs);
+  shift(bpf.foreign.links);
+  for (FdAttachment& a : bpf.foreign.attachments) {
+    if (a.pid != kAgentPid) continue;
+    a.pid = pid;
+    a.query.prog_id += id_shift;
+  }
+  ProcessIdentity agent = bpf.foreign.processes.at(kAgentPid);
+  agent.unit = "run-r7f3.scope";
+  bpf.foreign.processes.erase(kAgentPid);
+  bpf.foreign.processes[pid] = agent;
+  return bpf;
+}
+
+}  // namespace
+
+TEST_CASE("the hook-set fingerprint is FNV-1a of the sorted distinct (kind, target, owner)",
+          "[hooks][fingerprint]") {
+  // Values computed outside kpathd (a few lines of Python, docs/metrics.md): they must never
+  // change, or every node of a fleet changes its fingerprint on upgrading kpathd.
+  CHECK(FingerprintHookSet({}).Hex() == "cbf29ce484222325");
+  CHECK(FingerprintHookSet({}).hooks == 0);
+  std::vector<ForeignHook> golden = {
+      {.kind = "uprobe", .target = "/usr/bin/bash:0xc6c20", .owner = "unknown", .unit = "none"}};
+  CHECK(FingerprintHookSet(golden).Hex() == "6c4881ad35b20d28");
+  std::vector<ForeignHook> seed002 = {
+      {.kind = "kretprobe", .target = "security_file_permission", .owner = "cloudwalker-agent"},
+      {.kind = "kprobe", .target = "tcp_sendmsg", .owner = "cloudwalker-agent"}};
+  HookSetFingerprint two = FingerprintHookSet(seed002);
+  CHECK(two.Hex() == "de0810e14b74e5ac");
+  CHECK(two.hooks == 2);
+}
+
+TEST_CASE("the fingerprint of seed 002's hooks does not depend on the order they are found in",
+          "[hooks][fingerprint]") {
+  HookInventory inventory = Seed002Inventory();
+  HookSetFingerprint fingerprint = FingerprintHookSet(inventory.hooks);
+  // 12 hooks; the k and r on do_sys_open are both a listed probe and a tracefs event: one each.
+  CHECK(fingerprint.hooks == 12);
+
+  std::vector<ForeignHook> reversed(inventory.hooks.rbegin(), inventory.hooks.rend());
+  CHECK(FingerprintHookSet(reversed).value == fingerprint.value);
+  std::vector<ForeignHook> rotated = inventory.hooks;
+  std::rotate(rotated.begin(), rotated.begin() + 5, rotated.end());
+  CHECK(FingerprintHookSet(rotated).value == fingerprint.value);
+
+  // The kernel lists the same probes in another order (another boot, another registration order).
+  std::string list = Fixture("linux-4.19-x86_64/sys/kernel/debug/kprobes/list");
+  std::vector<std::string> lines = absl::StrSplit(list, '\n', absl::SkipEmpty());
+  std::reverse(lines.begin(), lines.end());
+  TracingSources tracing;
+  tracing.kprobe_list = *ParseKprobeList(absl::StrJoin(lines, "\n"));
+  tracing.probe_events =
+      ParseProbeEvents(Fixture("linux-4.19-x86_64/sys/kernel/tracing/kprobe_events")).events;
+  std::reverse(tracing.probe_events.begin(), tracing.probe_events.end());
+  HookInventory other_order = BuildHookInventory(tracing, nullptr, InventoryContext{});
+  CHECK(FingerprintHookSet(other_order.hooks).value == fingerprint.value);
+}
+
+TEST_CASE("a new hook changes the fingerprint; another copy of a hook already there does not",
+          "[hooks][fingerprint]") {
+  HookSetFingerprint before = FingerprintHookSet(Seed002Inventory().hooks);
+  HookSetFingerprint added = FingerprintHookSet(
+      Seed002Inventory("ffffffff8a3c2f00  k  tcp_sendmsg+0x0    [FTRACE]\n").hooks);
+  CHECK(added.value != before.value);
+  CHECK(added.hooks == before.hooks + 1);
+  // A second kprobe on vfs_read: two hooks in kpath_foreign_hooks, the same set.
+  HookSetFingerprint again =
+      FingerprintHookSet(Seed002Inventory("ffffffff8a2795d0  k  vfs_read+0x0    [FTRACE]\n").hooks);
+  CHECK(again.value == before.value);
+  CHECK(again.hooks == before.hooks);
+  // The same hook under another owner is another set.
+  std::vector<ForeignHook> hooks = Seed002Inventory().hooks;
+  hooks.front().owner = "falcon-sensor";
+  CHECK(FingerprintHookSet(hooks).value != before.value);
+}
+
+TEST_CASE("kpathd's own hooks leave the fingerprint as it is without kpathd",
+          "[hooks][fingerprint]") {
+  BpfSources with_kpathd = CapturedBpf();
+  // The same host with no kpathd: its programs and links were never loaded.
+  std::set<uint32_t> own_programs, own_links;
+  for (const auto& [id, pid] : with_kpathd.own.programs) own_programs.insert(id);
+  for (const auto& [id, pid] : with_kpathd.own.links) own_links.insert(id);
+  for (const FdAttachment& a : with_kpathd.own.attachments) own_programs.insert(a.query.prog_id);
+  for (const BpfLinkInfo& link : with_kpathd.links) {
+    if (own_links.contains(link.id)) own_programs.insert(link.prog_id);
+  }
+  REQUIRE(own_programs.size() == 7);  // the capture's kpathd: 7 of the 11 programs
+  BpfSources without_kpathd = with_kpathd;
+  std::erase_if(without_kpathd.programs,
+                [&](const BpfProgramInfo& p) { return own_programs.contains(p.id); });
+  std::erase_if(without_kpathd.links,
+                [&](const BpfLinkInfo& l) { return own_links.contains(l.id); });
+  without_kpathd.own = BpfHolders{};
+
+  HookSetFingerprint with = FingerprintHookSet(CapturedInventory(with_kpathd).hooks);
+  HookSetFingerprint without = FingerprintHookSet(CapturedInventory(without_kpathd).hooks);
+  CHECK(with.hooks == 4);  // the agent's four
+  CHECK(with.value == without.value);
+
+  // Were kpathd's programs not recognised as its own, they would change the set.
+  BpfSources unrecognised = with_kpathd;
+  unrecognised.own = BpfHolders{};
+  CHECK(FingerprintHookSet(CapturedInventory(unrecognised).hooks).value != with.value);
+}
+
+TEST_CASE("a restarted agent (new pid, program and link ids, unit) keeps the fingerprint",
+          "[hooks][fingerprint]") {
+  BpfSources before = CapturedBpf();
+  BpfSources after = AgentRestarted(before, 52817, 1000);
+  HookInventory first = CapturedInventory(before);
+  HookInventory second = CapturedInventory(after);
+  // The restart did change what the inventory holds beyond the set.
+  REQUIRE(second.hooks.size() == first.hooks.size());
+  CHECK(std::none_of(second.hooks.begin(), second.hooks.end(), [&](const ForeignHook& h) {
+    return std::any_of(first.hooks.begin(), first.hooks.end(), [&](const ForeignHook& g) {
+      return g.prog_id == h.prog_id || g.unit == h.unit;
+    });
+  }));
+  CHECK(FingerprintHookSet(second.hooks).value == FingerprintHookSet(first.hooks).value);
+
+  // bcc names its legacy tracefs event after its pid (Amazon Linux 2, 4.14): a new bcc process,
+  // the same hook.
+  std::string bcc = Fixture("linux-4.14-x86_64/sys/kernel/debug/tracing/kprobe_events");
+  REQUIRE(bcc.find("bcc_2566") != std::string::npos);
+  std::string rerun = std::regex_replace(bcc, std::regex("bcc_2566"), "bcc_31337");
+  CHECK(EventsFingerprint(bcc).hooks == 1);
+  CHECK(EventsFingerprint(rerun).value == EventsFingerprint(bcc).value);
+}
+
+TEST_CASE("a kprobe on a raw address counts by kind and owner, not by its KASLR-moved address",
+          "[hooks][fingerprint]") {
+  // One boot and the next: the same function, another base address.
+  HookSetFingerprint boot1 = EventsFingerprint("p:kprobes/at_addr 0xffffffff81234560\n");
+  HookSetFingerprint boot2 = EventsFingerprint("p:kprobes/at_addr 0xffffffffa7634560\n");
+  CHECK(boot1.hooks == 1);
+  CHECK(boot1.value == boot2.value);
+  CHECK(boot1.value != EventsFingerprint("r:kprobes/at_addr 0xffffffff81234560\n").value);
 }
