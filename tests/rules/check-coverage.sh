@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Every alert of the rules file must be tested both ways in the promtool test file: at least one
+# Every alert of the rules file must be tested both ways in the promtool test files: at least one
 # evaluation where it fires (non-empty exp_alerts) and one where it must stay silent
-# (exp_alerts: []). Usage: check-coverage.sh RULES_FILE TEST_FILE
+# (exp_alerts: []), in any of them. Usage: check-coverage.sh RULES_FILE TEST_FILE...
 set -euo pipefail
-rules=$1 tests=$2
+rules=$1
+shift
+tests=("$@")
+if ((${#tests[@]} == 0)); then
+  echo "usage: $0 RULES_FILE TEST_FILE..." >&2
+  exit 2
+fi
 mapfile -t alerts < <(sed -n 's/^ *- alert: *\([A-Za-z0-9_]*\).*/\1/p' "$rules")
 if ((${#alerts[@]} == 0)); then
   echo "no alerts found in $rules" >&2
   exit 1
 fi
 # "<alert> fires" / "<alert> silent" for each alert_rule_test entry.
-cases=$(awk '/alertname:/ { name = $2; getline; print name, ($0 ~ /exp_alerts: *\[\]/ ? "silent" : "fires") }' "$tests")
+cases=$(awk '/alertname:/ { name = $2; getline; print name, ($0 ~ /exp_alerts: *\[\]/ ? "silent" : "fires") }' "${tests[@]}")
 missing=0
 for a in "${alerts[@]}"; do
   for way in fires silent; do
