@@ -21,6 +21,14 @@ void ForeignHooks(const Watch& w, Finding& f) {
   double hidden = w.last.Value(hooks_metrics::kHiddenKprobes).value_or(0);
   f.evidence.push_back(
       fmt::format("{} foreign hooks, {} of them kprobes or kretprobes", Count(all), Count(hidden)));
+  // The set as one value, to hold against another node's (issue 22: KpathForeignHookSetDrift).
+  for (const Sample& s : w.last.Get(hooks_metrics::kForeignHookSetInfo)) {
+    if (!s.labels.count("fingerprint") || !s.labels.count("hooks")) continue;
+    f.evidence.push_back(fmt::format(
+        "hook set {} ({} distinct kind, target and owner): a node with the same hooks shows the "
+        "same",
+        s.labels.at("fingerprint"), s.labels.at("hooks")));
+  }
   // Hot hooks by owner, with their targets.
   std::map<std::pair<std::string, std::string>, std::vector<std::string>> hot;
   std::map<std::pair<std::string, std::string>, double> hot_count;

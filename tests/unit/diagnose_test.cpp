@@ -23,6 +23,9 @@ void AddProbes(MetricFamilies& out, bool irqoff_attached = true, bool madvise_at
   attached.AppendTo(out);
   Gauge("kpath_collector_success", "").Add({{"collector", "meminfo"}}, 1).AppendTo(out);
   Gauge("kpath_foreign_hooks", "").Add({{"kind", "kprobe"}, {"hot", "false"}}, 0).AppendTo(out);
+  Gauge("kpath_foreign_hook_set_info", "")
+      .Add({{"fingerprint", "cbf29ce484222325"}, {"hooks", "0"}}, 1)
+      .AppendTo(out);
 }
 
 // A host after `seconds` of seed 000: systemd starts ailink-check.service every 5 s, each start
@@ -125,6 +128,9 @@ TEST_CASE("diagnose finds nothing on a healthy host and says what it looked at")
                              "or more"));
   CHECK_THAT(text, Catch::Contains("process java returned memory with MADV_DONTNEED/MADV_FREE "
                                    "200/s"));
+  // The hook set's fingerprint, to compare with another node's (issue 22).
+  CHECK_THAT(text, Catch::Contains("hook set cbf29ce484222325 (0 distinct kind, target and "
+                                   "owner): a node with the same hooks shows the same"));
   CHECK_THAT(RenderJson(d), Catch::StartsWith("{\"found\":false,"));
 }
 
