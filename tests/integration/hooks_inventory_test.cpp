@@ -2,7 +2,8 @@
 // attaches a classic tracepoint (sched:sched_switch, a hot target), a raw tracepoint
 // (task_newtask) and a tp_btf program (sched_process_fork), and a uprobe program to a tracefs
 // uprobe event this test defines. kpathd runs under a name of its own (a symlink), so that its
-// comm tells its hooks from those of any other kpathd on the host.
+// comm tells its hooks from those of any other kpathd on the host. The set's fingerprint (issue
+// 22) changes with the agent's hooks and is the one of the hooks listed beside it.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "probes/hooks/hook_set_fingerprint.h"
 #include "support/expected_mechanisms.h"
 #include "support/exposition.h"
 #include "support/hook_agent.h"
@@ -82,6 +84,43 @@ std::vector<Sample> HooksOwnedBy(const std::string& exposition, const std::strin
   return hooks;
 }
 
+// kpath_foreign_hook_set_info of one scrape, and the fingerprint of the kpath_foreign_hook_info
+// series beside it (the same inventory: equal while none is omitted or shortened).
+struct ExportedSet {
+  size_t series = 0;
+  std::string fingerprint;
+  std::string from_info;
+  bool comparable = false;
+};
+
+ExportedSet SetOf(const std::string& exposition) {
+  ExportedSet set;
+  std::vector<Sample> sets = Samples(exposition, "kpath_foreign_hook_set_info");
+  set.series = sets.size();
+  if (!sets.empty()) set.fingerprint = sets.front().labels["fingerprint"];
+  std::vector<kpath::ForeignHook> hooks;
+  set.comparable = MetricValue(exposition, "kpath_foreign_hook_info_omitted") == 0;
+  for (Sample& s : Samples(exposition, "kpath_foreign_hook_info")) {
+    if (s.labels["target"].starts_with("...")) set.comparable = false;
+    hooks.push_back(
+        {.kind = s.labels["kind"], .target = s.labels["target"], .owner = s.labels["owner"]});
+  }
+  set.from_info = kpath::FingerprintHookSet(hooks).Hex();
+  return set;
+}
+
+// One series, whose fingerprint is that of the hooks listed beside it where all are listed.
+void CheckOneSetOfTheListedHooks(const ExportedSet& set) {
+  CHECK(set.series == 1);
+  if (set.comparable) {
+    CHECK(set.fingerprint == set.from_info);
+  } else {
+    WARN(
+        "more hooks than hooks.max_info_series, or a shortened target: the fingerprint was not "
+        "recomputed from kpath_foreign_hook_info");
+  }
+}
+
 std::string DebugfsMounts() {
   std::ifstream mounts("/proc/self/mounts");
   std::string lines;
@@ -124,6 +163,8 @@ TEST_CASE(
                                          "  bpf_stats: always\n",
                           .binary = binary.path()});
     REQUIRE(kpathd.WaitUntilServing());
+    const ExportedSet before = SetOf(kpathd.Scrape().value_or(""));
+    CHECK(before.series == 1);
     HookAgent agent(kAgent, {"--uprobe-event", event});
     REQUIRE(agent.WaitReady(60s));
 
@@ -167,6 +208,10 @@ TEST_CASE(
     REQUIRE(probe != nullptr);
     CHECK(probe->value == 1);  // the tracefs event and the agent's program on it: one hook
     CHECK(hooks.size() == 4);
+    // The set with the agent's hooks is another set, and the one of the hooks listed.
+    const ExportedSet with_agent = SetOf(body);
+    CHECK(with_agent.fingerprint != before.fingerprint);
+    CheckOneSetOfTheListedHooks(with_agent);
 
     // Its CPU time, from the kernel's statistics held on by kpathd (exact: sampled="false").
     CHECK(Sum(body, "kpath_foreign_bpf_run_seconds_total",
@@ -204,6 +249,9 @@ TEST_CASE(
     }
     auto took = std::chrono::steady_clock::now() - removed;
     CHECK(gone);
+    const ExportedSet after = SetOf(body);
+    CHECK(after.fingerprint != with_agent.fingerprint);
+    CheckOneSetOfTheListedHooks(after);
     // One refresh (1 s), plus the sampling tick it lands on (250 ms) and scrape slack, on an
     // idle host; a busy one runs kpathd's sampling thread late, which is not what is tested.
     if (took >= 1600ms) {
