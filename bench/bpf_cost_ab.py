@@ -59,13 +59,17 @@ def build_ablation(base, variant):
     out = f"{base.rstrip('/')}-ablate-{variant.replace('+', '-')}"
     print(f"building {out} (KPATH_BPF_ABLATION={ablation_bits(variant)})", file=sys.stderr,
           flush=True)
-    launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if subprocess.run(
-        ["sh", "-c", "command -v ccache"], capture_output=True).returncode == 0 else []
+    # As scripts/build.sh --test builds with CMAKE_BUILD_TYPE=Release (scripts/test.sh), with
+    # ccache's paths relative to the tree: only the BPF objects and what embeds them compile anew.
+    env = dict(os.environ, CCACHE_BASEDIR=ROOT, CCACHE_NOHASHDIR="true")
+    launcher = ["-DCMAKE_C_COMPILER_LAUNCHER=ccache", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] \
+        if subprocess.run(["sh", "-c", "command -v ccache"], capture_output=True).returncode == 0 \
+        else []
     subprocess.run(["cmake", "-S", ROOT, "-B", out, "-DCMAKE_BUILD_TYPE=Release",
-                    "-DKPATH_BUILD_TESTS=ON", f"-DKPATH_BPF_ABLATION={ablation_bits(variant)}"]
-                   + launcher, check=True, stdout=subprocess.DEVNULL)
+                    "-DKPATH_WERROR=ON", f"-DKPATH_BPF_ABLATION={ablation_bits(variant)}"]
+                   + launcher, check=True, stdout=subprocess.DEVNULL, env=env)
     subprocess.run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2), "--target",
-                    "kpathd", "kpath-bench-empty"], check=True, stdout=subprocess.DEVNULL)
+                    "kpathd", "kpath-bench-empty"], check=True, stdout=subprocess.DEVNULL, env=env)
     return out
 
 

@@ -101,6 +101,7 @@ ci_tests=(
   "madvise: every plan this kernel supports*"            # madvise fentry and kprobe on __x64_sys_madvise and do_madvise
   "tlb_flush: each mechanism this kernel has*"           # tlb_flush tp_btf, raw_tp, tracepoint; none made on arm64
   "each cgroup churn mechanism this kernel has*"         # cgroup_churn tp_btf, raw_tp, tracepoint
+  "cgroup churn under a named process is counted*"      # transient names by shape (kernfs_node.name)
   "seed 002: a tracefs kprobe and an agent's BPF kprobe*" # hidden kprobes: kprobes/list, kprobe_events
   "seed 000: memcg churn is attributed*"                 # seed 000 against bpftrace, __alloc_percpu_gfp a function
   "a spinlock held with IRQs off by a kernel module*"    # a real IRQ-off region and its culprit
