@@ -309,9 +309,16 @@ void CgroupChurnProbe::LearnShape(const cgroup_churn_path& path, const PathInfo&
     shapes_refused_.insert(shape);
     return;
   }
-  // Bounded as paths_ is. A shape whose slot another takes goes back to being counted by path
-  // key; what the programs counted under it stays known here.
-  if (shapes_.size() >= 65536) shapes_.clear();
+  // Bounded as paths_ is, and the programs then forget too (counts under a shape user space no
+  // longer knows would lose their unit). A shape whose slot another takes goes back to being
+  // counted by path key; what the programs counted under it stays known here.
+  if (shapes_.size() >= 65536) {
+    shapes_.clear();
+    const uint64_t none = 0;
+    for (uint32_t i = 0; i < CGROUP_CHURN_SHAPE_SLOTS; ++i) {
+      bpf_map_update_elem(shapes_fd_, &i, &none, BPF_ANY);
+    }
+  }
   uint32_t slot = static_cast<uint32_t>(shape) & (CGROUP_CHURN_SHAPE_SLOTS - 1);
   if (bpf_map_update_elem(shapes_fd_, &slot, &shape, BPF_ANY) == 0) shapes_[shape] = info;
 }
