@@ -236,6 +236,54 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
   CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
 }
 
+// The shape at work, not only exact counts (which the path keys also give): more new names in one
+// interval than the per-interval hash has keys (1024). Keyed by path, the names beyond it count
+// in unit="other" (kpath_cgroup_churn_unlabelled_total); once kpathd knows their shape (after the
+// first drain that saw one), all of them count under run-*.scope. Without BTF there is no shape:
+// the overflow is then what the path keys do, and said.
+TEST_CASE("more transient names in one interval than the hash holds count under their shape",
+          "[cgroups][churn]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  TestSlice slice(*root, kSlice);
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 10s\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  const std::string comm = "kpath-shapes";
+  auto name = [](int i) { return "run-u" + std::to_string(100000 + i) + ".scope"; };
+  constexpr int kFirst = 10, kMany = 4000;
+  REQUIRE(RunAs(comm, [&] { return ChurnNamed(slice.path(), 0, kFirst, name); }) == 0);
+  std::string body = ScrapeUntil(
+      kpathd, [&](const std::string& b) { return MkdirsOf(b, comm, "run-*.scope") >= kFirst; },
+      30s);
+  REQUIRE(MkdirsOf(body, comm, "run-*.scope") == kFirst);
+  const bool shapes = MetricValue(body, "kpath_probe_attached",
+                                  {{"probe", "cgroup_churn"}, {"mechanism", "tp_btf"}}) == 1 &&
+                      std::filesystem::exists("/sys/kernel/btf/vmlinux");
+  REQUIRE(RunAs(comm, [&] { return ChurnNamed(slice.path(), kFirst, kMany, name); }) == 0);
+  // Drained when the rmdirs (the last events) are all counted, with their unit or without.
+  body = ScrapeUntil(
+      kpathd,
+      [&](const std::string& b) {
+        return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"comm", comm}}) +
+                   MetricValue(b, "kpath_cgroup_churn_unlabelled_total").value_or(0) >=
+               kFirst + kMany;
+      },
+      30s);
+  double unlabelled = MetricValue(body, "kpath_cgroup_churn_unlabelled_total").value_or(-1);
+  double labelled = Sum(Samples(body, "kpath_cgroup_mkdir_total"), {{"comm", comm}});
+  if (shapes) {
+    CHECK(labelled == kFirst + kMany);
+    CHECK(MkdirsOf(body, comm, "run-*.scope") == kFirst + kMany);
+    CHECK(unlabelled == 0);
+  } else {
+    // Counted still, the overflow without labels (in "other").
+    CHECK(labelled + unlabelled >= kFirst + kMany);
+    WARN("no name shapes without tp_btf: " << unlabelled << " events counted without their unit");
+  }
+}
+
 TEST_CASE("dying memory cgroups equal what /proc/cgroups implies", "[cgroups][dying]") {
   REQUIRE(IsRoot());
   auto root = MemoryCgroupRoot();
