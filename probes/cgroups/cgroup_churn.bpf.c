@@ -130,95 +130,6 @@ static __always_inline __u64 key_in_hierarchy(__u64 key, __u32 hierarchy) {
   return hierarchy == CGROUP_CHURN_HIERARCHY_UNKNOWN ? key : key ^ ((__u64)hierarchy << 32);
 }
 
-static __always_inline void add_event(struct cgroup_churn_value* v, bool rmdir) {
-  if (rmdir) {
-    v->rmdirs += 1;
-  } else {
-    v->mkdirs += 1;
-  }
-}
-
-/* Counts one event under `key` (comm, path_key) in `buffer`. Rarely (the key's first event in
- * this interval on this CPU), also sends the path tail, the hierarchy and the name's shape key
- * (0: none): a string read and a hash insert. A shape's key (CGROUP_CHURN_SHAPE_BIT) sends
- * nothing: user space knows it. */
-static __always_inline void count_cgroup_in(struct cgroup_churn_scratch* s, __u32 buffer,
-                                            const struct cgroup_churn_key* key, const char* path,
-                                            __u32 truncated, __u32 hierarchy, bool rmdir,
-                                            __u64 shape_key) {
-  __u64 path_key = key->path_key;
-  bool created = false;
-  struct cgroup_churn_value* v = churn_counts_cached_slot(buffer, key, &created);
-  if (!v) return;
-  if (created && !(path_key & CGROUP_CHURN_SHAPE_BIT) && !KPATH_ABLATED(TRACK)) {
-    /* The tail, clean and zero-padded, for user space. */
-    struct cgroup_churn_path* record = &s->path;
-    __builtin_memset(record, 0, sizeof(*record));
-    if (truncated) {
-      bpf_probe_read_kernel(record->tail, sizeof(record->tail), s->words);
-    } else if (bpf_probe_read_kernel_str(record->tail, sizeof(record->tail), path) ==
-               sizeof(record->tail)) {
-      /* Longer than the tail (a key from the kernfs node, not from the path): keep its end. */
-      long len = bpf_probe_read_kernel_str(s->full, sizeof(s->full), path);
-      if (len > (long)CGROUP_CHURN_TAIL_LEN && len <= (long)sizeof(s->full)) {
-        bpf_probe_read_kernel(record->tail, CGROUP_CHURN_TAIL_LEN - 1,
-                              path + (len - CGROUP_CHURN_TAIL_LEN));
-        record->tail[CGROUP_CHURN_TAIL_LEN - 1] = '\0';
-        truncated = 1;
-      }
-    }
-    record->truncated = truncated;
-    record->hierarchy = hierarchy;
-    record->shape_key = shape_key;
-    /* One branch per map: the verifier needs a constant map at each call. */
-    if (buffer) {
-      bpf_map_update_elem(&churn_paths_1, &path_key, record, BPF_NOEXIST);
-    } else {
-      bpf_map_update_elem(&churn_paths_0, &path_key, record, BPF_NOEXIST);
-    }
-  }
-  add_event(v, rmdir);
-}
-
-/* Counts one event under (comm, path_key), path_key without CGROUP_CHURN_SHAPE_BIT. */
-static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u64 path_key,
-                                             const char* path, __u32 truncated, __u32 hierarchy,
-                                             bool rmdir) {
-  if (KPATH_ABLATED(COUNT)) {
-    kpath_ablation_sink(path_key);
-    return;
-  }
-  struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
-  kpath_current_comm(key.comm, task_comm_offset);
-  count_cgroup_in(s, churn_counts_buffer(), &key, path, truncated, hierarchy, rmdir, 0);
-}
-
-static __always_inline void count_cgroup_path(const char* path, __u32 hierarchy, bool rmdir) {
-  if (KPATH_ABLATED(RETURN)) {
-    kpath_ablation_sink((__u64)path ^ hierarchy);
-    return;
-  }
-  __u32 zero = 0;
-  struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
-  if (!s) return;
-  __u32 truncated = 0;
-  __u64 path_key = key_in_hierarchy(path_tail_key(s, path, &truncated), hierarchy);
-  count_cgroup_key(s, path_key, path, truncated, hierarchy, rmdir);
-}
-
-/* The hierarchy of a cgroup that is not a BTF pointer (raw_tp): two reads at offsets from BTF,
- * or unknown without them. */
-static __always_inline __u32 hierarchy_of_raw(const char* cgrp) {
-  if (!cgroup_root_offset || !root_hierarchy_id_offset) return CGROUP_CHURN_HIERARCHY_UNKNOWN;
-  const char* root = NULL;
-  __s32 id = 0;
-  if (bpf_probe_read_kernel(&root, sizeof(root), cgrp + cgroup_root_offset) != 0 ||
-      bpf_probe_read_kernel(&id, sizeof(id), root + root_hierarchy_id_offset) != 0) {
-    return CGROUP_CHURN_HIERARCHY_UNKNOWN;
-  }
-  return (__u32)id;
-}
-
 /* 0x80 in each byte of `w` that is an ASCII digit: a byte is one when its xor with '0' has a
  * zero high nibble and a low nibble below 10 (no carry crosses a byte in either test). */
 static __always_inline __u64 digit_bytes(__u64 w) {
@@ -263,6 +174,100 @@ static __always_inline bool shape_known(__u64 shape_key) {
   return known && *known == shape_key;
 }
 
+static __always_inline void add_event(struct cgroup_churn_value* v, bool rmdir) {
+  if (rmdir) {
+    v->rmdirs += 1;
+  } else {
+    v->mkdirs += 1;
+  }
+}
+
+/* Counts one event under (comm, path_key). With the cgroup's kernfs node `kn` (tp_btf; NULL, a
+ * constant, elsewhere): a key the cache holds (a timer's service, made again and again) is
+ * counted at once; else a name of a shape user space knows is counted under the shape. Rarely
+ * (the key's first event in this interval on this CPU), also sends the path tail, the hierarchy
+ * and the name's shape key (0: none): a string read and a hash insert; a shape's key
+ * (CGROUP_CHURN_SHAPE_BIT) sends nothing: user space knows it. */
+static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u64 path_key,
+                                             const char* path, __u32 truncated, __u32 hierarchy,
+                                             bool rmdir, const char* kn, __u64 parent_serial) {
+  if (KPATH_ABLATED(COUNT)) {
+    kpath_ablation_sink(path_key);
+    return;
+  }
+  struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
+  kpath_current_comm(key.comm, task_comm_offset);
+  __u32 buffer = churn_counts_buffer();
+  __u64 shape_key = 0;
+  if (kn) {
+    struct cgroup_churn_value* held = churn_counts_cache_find(buffer, &key);
+    if (held) {
+      add_event(held, rmdir);
+      return;
+    }
+    shape_key = name_shape_key(s, kn, parent_serial, hierarchy);
+    if (shape_key && shape_known(shape_key)) key.path_key = shape_key;
+  }
+  path_key = key.path_key;
+  bool created = false;
+  struct cgroup_churn_value* v = churn_counts_cached_slot(buffer, &key, &created);
+  if (!v) return;
+  if (created && !(path_key & CGROUP_CHURN_SHAPE_BIT) && !KPATH_ABLATED(TRACK)) {
+    /* The tail, clean and zero-padded, for user space. */
+    struct cgroup_churn_path* record = &s->path;
+    __builtin_memset(record, 0, sizeof(*record));
+    if (truncated) {
+      bpf_probe_read_kernel(record->tail, sizeof(record->tail), s->words);
+    } else if (bpf_probe_read_kernel_str(record->tail, sizeof(record->tail), path) ==
+               sizeof(record->tail)) {
+      /* Longer than the tail (a key from the kernfs node, not from the path): keep its end. */
+      long len = bpf_probe_read_kernel_str(s->full, sizeof(s->full), path);
+      if (len > (long)CGROUP_CHURN_TAIL_LEN && len <= (long)sizeof(s->full)) {
+        bpf_probe_read_kernel(record->tail, CGROUP_CHURN_TAIL_LEN - 1,
+                              path + (len - CGROUP_CHURN_TAIL_LEN));
+        record->tail[CGROUP_CHURN_TAIL_LEN - 1] = '\0';
+        truncated = 1;
+      }
+    }
+    record->truncated = truncated;
+    record->hierarchy = hierarchy;
+    record->shape_key = shape_key;
+    /* One branch per map: the verifier needs a constant map at each call. */
+    if (buffer) {
+      bpf_map_update_elem(&churn_paths_1, &path_key, record, BPF_NOEXIST);
+    } else {
+      bpf_map_update_elem(&churn_paths_0, &path_key, record, BPF_NOEXIST);
+    }
+  }
+  add_event(v, rmdir);
+}
+
+static __always_inline void count_cgroup_path(const char* path, __u32 hierarchy, bool rmdir) {
+  if (KPATH_ABLATED(RETURN)) {
+    kpath_ablation_sink((__u64)path ^ hierarchy);
+    return;
+  }
+  __u32 zero = 0;
+  struct cgroup_churn_scratch* s = bpf_map_lookup_elem(&scratch, &zero);
+  if (!s) return;
+  __u32 truncated = 0;
+  __u64 path_key = key_in_hierarchy(path_tail_key(s, path, &truncated), hierarchy);
+  count_cgroup_key(s, path_key, path, truncated, hierarchy, rmdir, NULL, 0);
+}
+
+/* The hierarchy of a cgroup that is not a BTF pointer (raw_tp): two reads at offsets from BTF,
+ * or unknown without them. */
+static __always_inline __u32 hierarchy_of_raw(const char* cgrp) {
+  if (!cgroup_root_offset || !root_hierarchy_id_offset) return CGROUP_CHURN_HIERARCHY_UNKNOWN;
+  const char* root = NULL;
+  __s32 id = 0;
+  if (bpf_probe_read_kernel(&root, sizeof(root), cgrp + cgroup_root_offset) != 0 ||
+      bpf_probe_read_kernel(&id, sizeof(id), root + root_hierarchy_id_offset) != 0) {
+    return CGROUP_CHURN_HIERARCHY_UNKNOWN;
+  }
+  return (__u32)id;
+}
+
 /* tp_btf: the cgroup is a BTF pointer. Its kernfs node's name hash (kernfs keeps one per node
  * for its own lookups) and its parent's serial number (never reused, unique across hierarchies)
  * are four loads, no string read. Siblings whose names share a 31-bit kernfs hash would share a
@@ -291,24 +296,8 @@ static __always_inline void count_cgroup_btf(const void* cgrp, const char* path,
   __u64 parent_serial = *(const __u64*)(parent + css_serial_offset);
   /* Top-level cgroups of different hierarchies have parents of the same serial number (their
    * roots'): the hierarchy tells them apart. */
-  __u64 path_key = key_in_hierarchy((parent_serial * KPATH_HASH_MUL) ^ name_hash, hierarchy);
-  if (KPATH_ABLATED(COUNT)) {
-    kpath_ablation_sink(path_key);
-    return;
-  }
-  struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
-  kpath_current_comm(key.comm, task_comm_offset);
-  __u32 buffer = churn_counts_buffer();
-  /* A name the cache holds (a timer's service, made again and again) is counted at once. */
-  struct cgroup_churn_value* v = churn_counts_cache_find(buffer, &key);
-  if (v) {
-    add_event(v, rmdir);
-    return;
-  }
-  /* Else, a name of a shape user space knows is counted under the shape (no tail sent). */
-  __u64 shape_key = name_shape_key(s, kn, parent_serial, hierarchy);
-  if (shape_key && shape_known(shape_key)) key.path_key = shape_key;
-  count_cgroup_in(s, buffer, &key, path, 0, hierarchy, rmdir, shape_key);
+  count_cgroup_key(s, key_in_hierarchy((parent_serial * KPATH_HASH_MUL) ^ name_hash, hierarchy),
+                   path, 0, hierarchy, rmdir, kn, parent_serial);
 }
 
 SEC("tp_btf/cgroup_mkdir")
