@@ -30,7 +30,7 @@ using namespace kpath::testing;
 namespace {
 
 constexpr const char* kAgent = KPATH_HOOK_AGENT;
-constexpr const char* kKpathdName = "kpathd-kprobes";  // its comm: tells its hooks apart
+constexpr const char* kKpathdName = "kpathd-kp";  // its comm, with the test's pid: tells its hooks apart
 constexpr const char* kDebugfs = "/sys/kernel/debug";
 
 // A filesystem mounted for the test when absent (debugfs, tracefs), unmounted afterwards.
@@ -168,7 +168,8 @@ TEST_CASE(
               .KernelFunction("security_file_permission")
           ? "security_file_permission"
           : "vfs_write";
-  HookAgent agent(kAgent, {"--kprobe", agent_target});
+  const NamedBinary agent_binary(kAgent, "hook_agent");
+  HookAgent agent(agent_binary.path(), {"--kprobe", agent_target});
   REQUIRE(agent.WaitReady(10s));
 
   std::map<std::string, std::string> hooks;
@@ -190,12 +191,12 @@ TEST_CASE(
       MetricValue(body, "kpath_foreign_hooks", {{"kind", "kprobe"}, {"hot", "true"}}).value_or(0) >=
       2);
   // The agent's BPF kprobe names the agent; the tracefs event has no holder.
-  CHECK(hooks[agent_target] == "hook_agent true 1");
+  CHECK(hooks[agent_target] == agent_binary.comm() + " true 1");
   CHECK(hooks["vfs_read"] == "unknown true 1");
   // Nothing of kpathd's: not its kprobe targets, not its name.
   CHECK(hooks.count("pcpu_alloc") == 0);
   CHECK(hooks.count("__x64_sys_madvise") == 0);
-  CHECK(body.find(std::string("owner=\"") + kKpathdName + "\"") == std::string::npos);
+  CHECK(body.find("owner=\"" + binary.comm() + "\"") == std::string::npos);
 
   // Disarmed but registered, the tracefs kprobe is still hidden, and counted as disabled.
   REQUIRE(event.Enable(false));

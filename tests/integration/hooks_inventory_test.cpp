@@ -29,7 +29,7 @@ using namespace kpath::testing;
 namespace {
 
 constexpr const char* kAgent = KPATH_HOOK_AGENT;
-constexpr const char* kKpathdName = "kpathd-hooktest";  // 15 characters: all of it is the comm
+constexpr const char* kKpathdName = "kpathd-hook";  // its comm, with the test's pid: tells its hooks apart
 
 // tracefs, mounted for the test when the host has it unmounted, unmounted again afterwards.
 class Tracefs {
@@ -157,6 +157,8 @@ TEST_CASE(
     REQUIRE(uprobe.defined());
 
     NamedKpathd binary(kKpathdName);
+    const NamedBinary agent_binary(kAgent, "hook_agent");
+    const std::string& owner = agent_binary.comm();
     KpathdProcess kpathd({.config_yaml = "sampling_interval: 250ms\n"
                                          "hooks:\n"
                                          "  refresh_interval: 1s\n"
@@ -165,7 +167,7 @@ TEST_CASE(
     REQUIRE(kpathd.WaitUntilServing());
     const ExportedSet before = SetOf(kpathd.Scrape().value_or(""));
     CHECK(before.series == 1);
-    HookAgent agent(kAgent, {"--uprobe-event", event});
+    HookAgent agent(agent_binary.path(), {"--uprobe-event", event});
     REQUIRE(agent.WaitReady(60s));
 
     // All four at the next refreshes (1 s apart; the deadline is for a busy host).
@@ -174,16 +176,16 @@ TEST_CASE(
     for (auto deadline = std::chrono::steady_clock::now() + 60s;
          std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(100ms)) {
       body = kpathd.Scrape().value_or("");
-      hooks = HooksOwnedBy(body, "hook_agent");
+      hooks = HooksOwnedBy(body, owner);
       // Every hook listed, and each program checked below has run (the agent's uprobe target
       // runs when the agent's loop gets the CPU: later than its tracepoints on a busy host).
       auto ran = [&](const char* program) {
         return Sum(body, "kpath_foreign_bpf_runs_total",
-                   {{"owner", "hook_agent"}, {"program", program}}) > 0;
+                   {{"owner", owner}, {"program", program}}) > 0;
       };
       if (hooks.size() >= 4 && ran("agent_tp_switch") && ran("agent_uprobe") &&
           Sum(body, "kpath_foreign_bpf_run_seconds_total",
-              {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) >
+              {{"owner", owner}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) >
               0) {
         break;
       }
@@ -215,18 +217,18 @@ TEST_CASE(
 
     // Its CPU time, from the kernel's statistics held on by kpathd (exact: sampled="false").
     CHECK(Sum(body, "kpath_foreign_bpf_run_seconds_total",
-              {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) > 0);
+              {{"owner", owner}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) > 0);
     CHECK(Sum(body, "kpath_foreign_bpf_runs_total",
-              {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}}) > 0);
+              {{"owner", owner}, {"program", "agent_tp_switch"}}) > 0);
     CHECK(Sum(body, "kpath_foreign_bpf_runs_total",
-              {{"owner", "hook_agent"}, {"program", "agent_uprobe"}}) > 0);
+              {{"owner", owner}, {"program", "agent_uprobe"}}) > 0);
     CHECK(MetricValue(body, "kpath_foreign_bpf_stats_coverage_ratio") == 1);
     CHECK(MetricValue(body, "kpath_bpf_stats_enabled") == 1);  // kpathd's own cost is exported
 
     // Nothing of kpathd's own, although its probes are attached.
     CHECK(MetricValue(body, "kpath_probe_attached", {{"probe", "percpu_alloc"}}) == 1);
-    CHECK(HooksOwnedBy(body, kKpathdName).empty());
-    CHECK(Sum(body, "kpath_foreign_bpf_runs_total", {{"owner", kKpathdName}}) == 0);
+    CHECK(HooksOwnedBy(body, binary.comm()).empty());
+    CHECK(Sum(body, "kpath_foreign_bpf_runs_total", {{"owner", binary.comm()}}) == 0);
     CHECK(MetricValue(body, "kpath_foreign_hook_source_available", {{"source", "bpf"}}) == 1);
     if (!std::filesystem::exists("/sys/kernel/debug/kprobes") &&
         !std::filesystem::exists("/sys/bus/event_source/devices/kprobe")) {
@@ -242,7 +244,7 @@ TEST_CASE(
     bool gone = false;
     while (std::chrono::steady_clock::now() - removed < 60s) {
       body = kpathd.Scrape().value_or("");
-      gone = !body.empty() && HooksOwnedBy(body, "hook_agent").empty() &&
+      gone = !body.empty() && HooksOwnedBy(body, owner).empty() &&
              body.find(target) == std::string::npos;
       if (gone) break;
       std::this_thread::sleep_for(50ms);
@@ -287,7 +289,9 @@ TEST_CASE("sampled BPF statistics charge a foreign program's CPU time, labelled 
                                        "  bpf_stats_slice: 300ms\n",
                         .binary = binary.path()});
   REQUIRE(kpathd.WaitUntilServing());
-  HookAgent agent(kAgent, {});
+  const NamedBinary agent_binary(kAgent, "hook_agent");
+  const std::string& owner = agent_binary.comm();
+  HookAgent agent(agent_binary.path(), {});
   REQUIRE(agent.WaitReady(60s));
   // With the sysctl on, the kernel keeps exact figures and kpathd reports those instead.
   const std::string sampled = stats_on ? "false" : "true";
@@ -299,13 +303,13 @@ TEST_CASE("sampled BPF statistics charge a foreign program's CPU time, labelled 
        std::this_thread::sleep_for(100ms)) {
     body = kpathd.Scrape().value_or("");
     seconds = Sum(body, "kpath_foreign_bpf_run_seconds_total",
-                  {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", sampled}});
+                  {{"owner", owner}, {"program", "agent_tp_switch"}, {"sampled", sampled}});
   }
   INFO(body);
   INFO(kpathd.Output());
   CHECK(seconds > 0);
   CHECK(Sum(body, "kpath_foreign_bpf_runs_total",
-            {{"owner", "hook_agent"}, {"program", "agent_tp_switch"}, {"sampled", sampled}}) > 0);
+            {{"owner", owner}, {"program", "agent_tp_switch"}, {"sampled", sampled}}) > 0);
   CHECK(MetricValue(body, "kpath_foreign_bpf_stats_coverage_ratio") ==
         Approx(stats_on ? 1.0 : 0.3));
   // A partial hold leaves kpathd's own statistics off (they would undercount).

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "support/kpathd_process.h"
@@ -88,17 +89,21 @@ int HookAgent::Stop() {
   return -1;
 }
 
-NamedKpathd::NamedKpathd(const std::string& comm) {
-  dir_ =
-      std::filesystem::temp_directory_path() / ("kpath-" + comm + "-" + std::to_string(getpid()));
+NamedBinary::NamedBinary(const std::string& binary, const std::string& base) {
+  const std::string pid = std::to_string(getpid());
+  comm_ = base.substr(0, 15 - std::min<size_t>(pid.size() + 1, 15)) + "-" + pid;
+  comm_.resize(std::min<size_t>(comm_.size(), 15));
+  dir_ = std::filesystem::temp_directory_path() / ("kpath-" + comm_);
   std::filesystem::create_directories(dir_);
-  path_ = (dir_ / comm).string();
-  std::filesystem::create_symlink(KpathdBinary(), path_);
+  path_ = (dir_ / comm_).string();
+  std::filesystem::create_symlink(binary, path_);
 }
 
-NamedKpathd::~NamedKpathd() {
+NamedBinary::~NamedBinary() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
+
+NamedKpathd::NamedKpathd(const std::string& base) : NamedBinary(KpathdBinary(), base) {}
 
 }  // namespace kpath::testing

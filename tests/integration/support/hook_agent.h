@@ -35,19 +35,28 @@ class HookAgent {
   int stdout_ = -1;
 };
 
-// kpathd under its own name `comm` (a symlink in a temporary directory, removed on
-// destruction), so that its comm tells its own hooks from any other kpathd's on the host.
-class NamedKpathd {
+// `binary` under a name of its own (a symlink in a temporary directory, removed on destruction):
+// `base` and this test process's pid, cut to the 15 characters of a comm, so that the comm tells
+// this run's hooks from any other process's on the host, another test run's included.
+class NamedBinary {
  public:
-  explicit NamedKpathd(const std::string& comm);
-  ~NamedKpathd();
-  NamedKpathd(const NamedKpathd&) = delete;
-  NamedKpathd& operator=(const NamedKpathd&) = delete;
+  NamedBinary(const std::string& binary, const std::string& base);
+  ~NamedBinary();
+  NamedBinary(const NamedBinary&) = delete;
+  NamedBinary& operator=(const NamedBinary&) = delete;
   const std::string& path() const { return path_; }
+  const std::string& comm() const { return comm_; }
 
  private:
   std::filesystem::path dir_;
+  std::string comm_;
   std::string path_;
+};
+
+// kpathd as a NamedBinary.
+class NamedKpathd : public NamedBinary {
+ public:
+  explicit NamedKpathd(const std::string& base);
 };
 
 }  // namespace kpath::testing
