@@ -1,7 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The physical limit of a hook: programs that do nothing, attached where kpathd's are, so that
  * the kernel's per-program run-time statistics give the cost of merely being called there. The
- * target is chosen at run time (bench/empty_probe.cpp). */
+ * target is chosen at run time (bench/empty_probe.cpp).
+ *
+ * And what a cache line of map memory costs a program there (bench/memory_floor.py): the touch
+ * programs read and write `lines` pseudo-random 64-byte lines, as a table insert does, of an
+ * array map of `slot_mask` + 1 lines that user space sizes. A small map (a few KiB) is
+ * kmalloc'ed and its lines share a few pages; a large one is vmalloc'ed and each line touched is
+ * on a page of its own: the difference is what a page costs beyond a line (TLB misses). */
 #include "vmlinux.h"
 
 #include <bpf/bpf_helpers.h>
@@ -16,3 +22,35 @@ int empty_raw_tp(void* ctx) { return 0; }
 
 SEC("tp")
 int empty_tracepoint(void* ctx) { return 0; }
+
+const volatile __u32 lines = 1;     /* lines touched per event, at most 8 */
+const volatile __u32 slot_mask = 0; /* slots - 1 (a power of two) */
+
+struct line {
+  __u64 word[8];
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct line);
+} table SEC(".maps");
+
+static __always_inline int touch(void) {
+  __u64 seed = bpf_get_prandom_u32();
+#pragma clang loop unroll(disable)
+  for (__u32 i = 0; i < 8 && i < lines; i++) {
+    seed = seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+    __u32 index = (__u32)(seed >> 40) & slot_mask;
+    struct line* l = bpf_map_lookup_elem(&table, &index);
+    if (l) l->word[0] += 1;
+  }
+  return 0;
+}
+
+SEC("tp_btf")
+int touch_tp_btf(void* ctx) { return touch(); }
+
+SEC("raw_tp")
+int touch_raw_tp(void* ctx) { return touch(); }

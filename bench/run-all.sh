@@ -6,7 +6,7 @@
 #
 # --build    build directory (default: build); the bench targets are built there first (-j2)
 # --quick    fewer rounds and sizes: about 12 minutes instead of about 40
-# --only     a subset of: bpf_cost madvise irqoff slowdown serving self_cost growth
+# --only     a subset of: bpf_cost memory_floor madvise irqoff slowdown serving self_cost growth
 # Installs what is missing first (scripts/install-deps.sh --bench: node_exporter, bpftrace).
 # A bench that fails does not stop the others; the exit status is then 1.
 set -uo pipefail
@@ -24,7 +24,7 @@ while (($#)); do
   esac
 done
 [[ $EUID -eq 0 ]] || { echo "run-all: run as root" >&2; exit 2; }
-cd "$root"
+cd "$root" || exit 1
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 scripts/install-deps.sh --bench || exit 1
@@ -36,16 +36,16 @@ cmake --build "$build" -j2 --target kpathd kpath-bench-empty kpath-bench-madvise
   kpath-bench-bpf-crowd >/dev/null || { echo "run-all: build failed" >&2; exit 1; }
 
 if ((quick)); then
-  declare -A extra=([bpf_cost]="--churn 500 --rounds 2" [madvise]="--rounds 3" [irqoff]="--rounds 3 --seconds 1"
+  declare -A extra=([bpf_cost]="--churn 500 --rounds 2" [memory_floor]="--churn 500 --rounds 2" [madvise]="--rounds 3" [irqoff]="--rounds 3 --seconds 1"
                     [slowdown]="--quick" [serving]="--quick" [self_cost]="--quick" [growth]="--quick")
 else
-  declare -A extra=([bpf_cost]="--churn 2000 --rounds 5" [madvise]="--rounds 9" [irqoff]="--rounds 9"
+  declare -A extra=([bpf_cost]="--churn 2000 --rounds 5" [memory_floor]="--rounds 7" [madvise]="--rounds 9" [irqoff]="--rounds 9"
                     [slowdown]="" [serving]="" [self_cost]="" [growth]="")
 fi
-declare -A script=([bpf_cost]=bpf_cost.py [madvise]=madvise_overhead.py
+declare -A script=([bpf_cost]=bpf_cost.py [memory_floor]=memory_floor.py [madvise]=madvise_overhead.py
                    [irqoff]=irqoff_overhead.py [slowdown]=workload_slowdown.py [serving]=serving.py
                    [self_cost]=self_cost.py [growth]=growth.py)
-order=(serving self_cost growth bpf_cost madvise irqoff slowdown)
+order=(serving self_cost growth bpf_cost memory_floor madvise irqoff slowdown)
 
 # Every temporary file of the benches (and of the tools they start) goes into one directory,
 # removed at the end whatever a bench leaves there.
