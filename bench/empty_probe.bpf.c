@@ -4,10 +4,11 @@
  * target is chosen at run time (bench/empty_probe.cpp).
  *
  * And what a cache line of map memory costs a program there (bench/memory_floor.py): the touch
- * programs read and write `lines` pseudo-random 64-byte lines, as a table insert does, of an
- * array map of `slot_mask` + 1 lines that user space sizes. A small map (a few KiB) is
- * kmalloc'ed and its lines share a few pages; a large one is vmalloc'ed and each line touched is
- * on a page of its own: the difference is what a page costs beyond a line (TLB misses). */
+ * programs read and write `lines` pseudo-random 64-byte lines, as a table insert does, drawn
+ * from a window of an array map that user space sizes: its first `slot_mask` + 1 lines, `stride`
+ * lines apart (65: each on a page of its own). The window's lines and pages tell the cost of a
+ * data working set from that of address translation.
+ */
 #include "vmlinux.h"
 
 #include <bpf/bpf_helpers.h>
@@ -24,7 +25,9 @@ SEC("tp")
 int empty_tracepoint(void* ctx) { return 0; }
 
 const volatile __u32 lines = 1;     /* lines touched per event, at most 8 */
-const volatile __u32 slot_mask = 0; /* slots - 1 (a power of two) */
+const volatile __u32 slot_mask = 0; /* the window's lines - 1 (a power of two) */
+const volatile __u32 stride = 1;    /* lines between two of the window's: 65 puts each on a page
+                                       of its own, at a line offset of its own */
 
 struct line {
   __u64 word[8];
@@ -42,7 +45,7 @@ static __always_inline int touch(void) {
 #pragma clang loop unroll(disable)
   for (__u32 i = 0; i < 8 && i < lines; i++) {
     seed = seed * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
-    __u32 index = (__u32)(seed >> 40) & slot_mask;
+    __u32 index = ((__u32)(seed >> 40) & slot_mask) * stride;
     struct line* l = bpf_map_lookup_elem(&table, &index);
     if (l) l->word[0] += 1;
   }

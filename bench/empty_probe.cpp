@@ -1,9 +1,9 @@
 // kpath-bench-empty: attaches an empty BPF program to each hook named on the command line and
 // holds it until SIGINT/SIGTERM. Hooks: tp_btf:<event>, raw_tp:<event>,
 // tracepoint:<category>:<event>. Prints "attached <hook> prog_id <id>" per hook.
-// A hook written touch<S>x<L>[w<W>]+tp_btf:<event> (or +raw_tp:) gets the touch program instead:
-// L random cache lines of the first W (default S) of a map of S lines each event
-// (bench/memory_floor.py).
+// A hook written touch<S>x<L>[w<W>[s<D>]]+tp_btf:<event> (or +raw_tp:) gets the touch program
+// instead: L random cache lines each event of W (default S) lines D (default 1) apart in a map of
+// S lines (bench/memory_floor.py).
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <signal.h>
@@ -27,48 +27,53 @@ struct Attached {
   bpf_link* link = nullptr;
 };
 
-// "touch<slots>x<lines>[w<window>]+": the touch program's map size, lines per event and the
-// first lines of the map they are drawn from (all of it by default); false if malformed.
-bool ParseTouch(const std::string& spec, uint32_t& slots, uint32_t& lines, uint32_t& window) {
-  unsigned long s = 0, l = 0, w = 0;
+// "touch<slots>x<lines>[w<window>[s<stride>]]+": the touch program's map size in lines, lines
+// per event, and the window they are drawn from: `window` lines `stride` apart from the map's
+// first (all of it, 1 apart, by default); false if malformed.
+struct Touch {
+  unsigned long slots = 1, lines = 0, window = 1, stride = 1;
+};
+
+bool ParseTouch(const std::string& spec, Touch& t) {
   char next = 0;
   auto power_of_two = [](unsigned long v) { return v != 0 && (v & (v - 1)) == 0; };
-  if (std::sscanf(spec.c_str(), "touch%lux%lu%c", &s, &l, &next) != 3) return false;
-  if (next == 'w') {
-    if (std::sscanf(spec.c_str(), "touch%lux%luw%lu%c", &s, &l, &w, &next) != 4) return false;
-  } else {
-    w = s;
-  }
-  if (next != '+' || !power_of_two(s) || !power_of_two(w) || w > s || s > (1UL << 24) || l == 0 ||
-      l > 8) {
+  if (std::sscanf(spec.c_str(), "touch%lux%lu%c", &t.slots, &t.lines, &next) != 3) return false;
+  t.window = t.slots;
+  if (next == 'w' &&
+      std::sscanf(spec.c_str(), "touch%lux%luw%lu%c", &t.slots, &t.lines, &t.window, &next) != 4) {
     return false;
   }
-  slots = static_cast<uint32_t>(s);
-  lines = static_cast<uint32_t>(l);
-  window = static_cast<uint32_t>(w);
-  return true;
+  if (next == 's' && std::sscanf(spec.c_str(), "touch%lux%luw%lus%lu%c", &t.slots, &t.lines,
+                                 &t.window, &t.stride, &next) != 5) {
+    return false;
+  }
+  return next == '+' && power_of_two(t.slots) && power_of_two(t.window) && t.stride >= 1 &&
+         (t.window - 1) * t.stride < t.slots && t.slots <= (1UL << 24) && t.lines >= 1 &&
+         t.lines <= 8;
 }
 
 bool AttachOne(const std::string& spec, Attached& out) {
-  uint32_t slots = 1, lines = 0, window = 1;
+  Touch touch;
   std::string hook = spec;
   if (spec.starts_with("touch")) {
-    if (!ParseTouch(spec, slots, lines, window)) return false;
+    if (!ParseTouch(spec, touch)) return false;
     hook = spec.substr(spec.find('+') + 1);
   }
   size_t colon = hook.find(':');
   if (colon == std::string::npos) return false;
   std::string kind = hook.substr(0, colon), target = hook.substr(colon + 1);
-  if (lines && kind == "tracepoint") return false;
+  const bool touching = touch.lines != 0;
+  if (touching && kind == "tracepoint") return false;
   empty_probe_bpf* skel = empty_probe_bpf__open();
   if (!skel) return false;
   bpf_program* chosen =
-      kind == "tp_btf"   ? (lines ? skel->progs.touch_tp_btf : skel->progs.empty_tp_btf)
-      : kind == "raw_tp" ? (lines ? skel->progs.touch_raw_tp : skel->progs.empty_raw_tp)
+      kind == "tp_btf"   ? (touching ? skel->progs.touch_tp_btf : skel->progs.empty_tp_btf)
+      : kind == "raw_tp" ? (touching ? skel->progs.touch_raw_tp : skel->progs.empty_raw_tp)
                          : skel->progs.empty_tracepoint;
-  skel->rodata->lines = lines;
-  skel->rodata->slot_mask = window - 1;
-  if (bpf_map__set_max_entries(skel->maps.table, slots) != 0) {
+  skel->rodata->lines = static_cast<uint32_t>(touch.lines);
+  skel->rodata->slot_mask = static_cast<uint32_t>(touch.window - 1);
+  skel->rodata->stride = static_cast<uint32_t>(touch.stride);
+  if (bpf_map__set_max_entries(skel->maps.table, static_cast<uint32_t>(touch.slots)) != 0) {
     empty_probe_bpf__destroy(skel);
     return false;
   }

@@ -13,6 +13,8 @@ map of its own (kpath-bench-empty's touch hooks), each touching random 64-byte l
   1 line of 1               the same line every event: the touch machinery with a hot line
   1|4 of 128 lines          8 KiB, kmalloc'ed: lines on two or three pages
   1 of 128|512|2048 in a 65536  the first 8, 32 or 128 KiB (2, 8, 32 pages) of a 4 MiB map
+  1 of 32|128 lines, 32|128 pages  2 or 8 KiB of lines, each on a page of its own (4160 bytes
+                            apart): few lines, many pages, to tell data misses from TLB misses
   1|4 of 65536 lines        all of the 4 MiB map: each line touched on a page of its own
 --cpu N pins the churn (and so the allocations and, through the per-CPU workqueue, the frees)
 to CPU N: lines then never move between CPUs, and what remains is cache and TLB misses.
@@ -30,15 +32,17 @@ import bpf_cost  # noqa: E402
 import kpath_bench  # noqa: E402
 
 HOOK = "tp_btf:percpu_alloc_percpu"
-VARIANTS = [  # (label, map lines, lines touched, window)
-    ("1 line of 1", 1, 1, 1),
-    ("1 of 128 lines", 128, 1, 128),
-    ("4 of 128 lines", 128, 4, 128),
-    ("1 of 128 in a 65536 map", 65536, 1, 128),
-    ("1 of 512 in a 65536 map", 65536, 1, 512),
-    ("1 of 2048 in a 65536 map", 65536, 1, 2048),
-    ("1 of 65536 lines", 65536, 1, 65536),
-    ("4 of 65536 lines", 65536, 4, 65536),
+VARIANTS = [  # (label, map lines, lines touched, window, stride)
+    ("1 line of 1", 1, 1, 1, 1),
+    ("1 of 128 lines", 128, 1, 128, 1),
+    ("4 of 128 lines", 128, 4, 128, 1),
+    ("1 of 128 in a 65536 map", 65536, 1, 128, 1),
+    ("1 of 512 in a 65536 map", 65536, 1, 512, 1),
+    ("1 of 2048 in a 65536 map", 65536, 1, 2048, 1),
+    ("1 of 32 lines, 32 pages", 65536, 1, 32, 65),
+    ("1 of 128 lines, 128 pages", 65536, 1, 128, 65),
+    ("1 of 65536 lines", 65536, 1, 65536, 1),
+    ("4 of 65536 lines", 65536, 4, 65536, 1),
 ]
 
 
@@ -51,7 +55,8 @@ def main():
     parser.add_argument("--cpu", type=int, help="pin the churn to this CPU")
     args = parser.parse_args()
     binary = kpath_bench.build_binary(args.build, "kpath-bench-empty", "bench/kpath-bench-empty")
-    specs = [HOOK] + [f"touch{slots}x{lines}w{window}+{HOOK}" for _, slots, lines, window in VARIANTS]
+    specs = [HOOK] + [f"touch{slots}x{lines}w{window}s{stride}+{HOOK}"
+                      for _, slots, lines, window, stride in VARIANTS]
     stats_before = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     churn = bpf_cost.Churn(args.churn)
     proc = None
@@ -93,7 +98,7 @@ def main():
           f"{'on CPU %d' % args.cpu if args.cpu is not None else 'unpinned'}")
     print(f"{'program':26} {'ns/event':>8} {'x empty':>7} {'ns/line beyond the hot line':>28}")
     print(f"{'empty':26} {empty:8.0f} {1:7.2f}")
-    for (label, _, lines, _), spec in zip(VARIANTS, specs[1:]):
+    for (label, _, lines, _, _), spec in zip(VARIANTS, specs[1:]):
         ns = kpath_bench.median(per_event[spec])
         extra = "" if spec == specs[1] else f"{(ns - hot) / lines:28.0f}"
         print(f"{label:26} {ns:8.0f} {ns / empty:7.2f} {extra}")
