@@ -16,6 +16,11 @@ map of its own (kpath-bench-empty's touch hooks), each touching random 64-byte l
   1 of 32|128 lines, 32|128 pages  2 or 8 KiB of lines, each on a page of its own (4160 bytes
                             apart): few lines, many pages, to tell data misses from TLB misses
   1|4 of 65536 lines        all of the 4 MiB map: each line touched on a page of its own
+  log, N lines              a 16-byte record where the CPU's last one ended (four to a line) in
+                            a per-CPU region of N lines; "read": a thread reads every line every
+                            100 ms, as the reader of a per-CPU log design would; "timed": each
+                            record carries bpf_ktime_get_ns(), the order across CPUs that matching
+                            a free to its allocation needs
 --cpu N pins the churn (and so the allocations and, through the per-CPU workqueue, the frees)
 to CPU N: lines then never move between CPUs, and what remains is cache and TLB misses.
 Figures are medians over interleaved rounds, x the empty program's ns in the same churn.
@@ -44,6 +49,12 @@ VARIANTS = [  # (label, map lines, lines touched, window, stride)
     ("1 of 65536 lines", 65536, 1, 65536, 1),
     ("4 of 65536 lines", 65536, 4, 65536, 1),
 ]
+LOGS = [  # (label, kpath-bench-empty's log spec)
+    ("log, 1024 lines a CPU", "log1024"),
+    ("log, 1024 lines, read", "log1024r"),
+    ("log, 16384 lines, read", "log16384r"),
+    ("log, 16384, read, timed", "log16384tr"),
+]
 
 
 def main():
@@ -56,7 +67,8 @@ def main():
     args = parser.parse_args()
     binary = kpath_bench.build_binary(args.build, "kpath-bench-empty", "bench/kpath-bench-empty")
     specs = [HOOK] + [f"touch{slots}x{lines}w{window}s{stride}+{HOOK}"
-                      for _, slots, lines, window, stride in VARIANTS]
+                      for _, slots, lines, window, stride in VARIANTS] + \
+        [f"{spec}+{HOOK}" for _, spec in LOGS]
     stats_before = open("/proc/sys/kernel/bpf_stats_enabled").read().strip()
     churn = bpf_cost.Churn(args.churn)
     proc = None
@@ -98,7 +110,8 @@ def main():
           f"{'on CPU %d' % args.cpu if args.cpu is not None else 'unpinned'}")
     print(f"{'program':26} {'ns/event':>8} {'x empty':>7} {'ns/line beyond the hot line':>28}")
     print(f"{'empty':26} {empty:8.0f} {1:7.2f}")
-    for (label, _, lines, _, _), spec in zip(VARIANTS, specs[1:]):
+    labels = [(label, lines) for label, _, lines, _, _ in VARIANTS] + [(label, 1) for label, _ in LOGS]
+    for (label, lines), spec in zip(labels, specs[1:]):
         ns = kpath_bench.median(per_event[spec])
         extra = "" if spec == specs[1] else f"{(ns - hot) / lines:28.0f}"
         print(f"{label:26} {ns:8.0f} {ns / empty:7.2f} {extra}")
