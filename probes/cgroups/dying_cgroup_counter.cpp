@@ -52,6 +52,31 @@ struct CgroupCounts {
   uint64_t dying = 0;
 };
 
+// Where a hierarchy (v2, or the v1 one of `controller`) is seen whole: the first of its mounts
+// whose directory is its root cgroup. Mountinfo's root field cannot say it: inside a cgroup
+// namespace it is relative to the namespace's root, so the namespace's own subtree reads "/" and
+// the host's whole hierarchy, bind-mounted in, "/../..". `subtree_only`: a mount was found, but
+// none of the root.
+struct HierarchyRoot {
+  std::optional<std::filesystem::path> dir;
+  bool subtree_only = false;
+};
+HierarchyRoot FindHierarchyRoot(const HostPaths& paths, const std::vector<CgroupMount>& mounts,
+                                int version, std::string_view controller) {
+  HierarchyRoot found;
+  for (const CgroupMount& m : mounts) {
+    if (m.version != version || (version == 1 && !m.HasOption(controller))) continue;
+    std::filesystem::path dir = HostPathOfMount(paths, m.mount_point);
+    if (!ShowsHierarchyRoot(dir, version)) {
+      found.subtree_only = true;
+      continue;
+    }
+    found.dir = std::move(dir);
+    break;
+  }
+  return found;
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> CountCgroupDirectories(const std::filesystem::path& root) {
@@ -62,6 +87,12 @@ absl::StatusOr<uint64_t> CountCgroupDirectories(const std::filesystem::path& roo
                         fmt::format("open {}: {}", root.string(), std::strerror(err)));
   }
   return 1 + CountSubdirectories(fd, 0);
+}
+
+bool ShowsHierarchyRoot(const std::filesystem::path& dir, int version) {
+  auto exists = [&](const char* name) { return access((dir / name).c_str(), F_OK) == 0; };
+  if (version == 1) return exists("cgroup.sane_behavior") || exists("release_agent");
+  return !exists("cgroup.events") && !exists("cgroup.type");
 }
 
 std::filesystem::path HostPathOfMount(const HostPaths& paths, std::string_view mount_point) {
@@ -98,16 +129,15 @@ absl::Status DyingCgroupCounter::Collect(MetricFamilies& out) {
 
   std::map<std::string, CgroupCounts> rows;  // by controller label, sorted
 
-  // cgroup v2: one cgroup.stat at the root has everything.
-  const CgroupMount* v2 = nullptr;
-  for (const CgroupMount& m : *mounts) {
-    if (m.version == 2 && m.root == "/") {
-      v2 = &m;
-      break;
-    }
+  // cgroup v2: one cgroup.stat at the root has everything; a subtree's counts only its own.
+  const HierarchyRoot v2 = FindHierarchyRoot(paths_, *mounts, 2, {});
+  if (!v2.dir && v2.subtree_only) {
+    WarnOnce("cgroup2",
+             "the cgroup v2 hierarchy is mounted only as a subtree (a cgroup namespace without "
+             "the host's /sys/fs/cgroup?): its live and dying cgroups are not reported");
   }
-  if (v2) {
-    const std::filesystem::path root = HostPathOfMount(paths_, v2->mount_point);
+  if (v2.dir) {
+    const std::filesystem::path& root = *v2.dir;
     const std::filesystem::path stat_path = root / "cgroup.stat";
     absl::StatusOr<std::string> text = ReadFileToString(stat_path);
     absl::StatusOr<CgroupStat> stat =
@@ -163,29 +193,22 @@ absl::Status DyingCgroupCounter::Collect(MetricFamilies& out) {
     if (c.enabled && c.hierarchy != 0) hierarchies[c.hierarchy].push_back(&c);
   }
   for (const auto& [id, members] : hierarchies) {
-    const CgroupMount* mount = nullptr;
-    bool subtree_only = false;
-    for (const CgroupMount& m : *mounts) {
-      if (m.version != 1 || !m.HasOption(members.front()->name)) continue;
-      if (m.root != "/") {
-        subtree_only = true;
-        continue;
-      }
-      mount = &m;
-      break;
-    }
-    if (!mount) {
+    // /proc/cgroups counts the whole hierarchy, so only a mount of its root cgroup will do: in a
+    // subtree (a container's own cgroup namespace) every live cgroup outside would count as dying.
+    const HierarchyRoot found = FindHierarchyRoot(paths_, *mounts, 1, members.front()->name);
+    if (!found.dir) {
       WarnOnce(fmt::format("hierarchy {}", id),
-               subtree_only
+               found.subtree_only
                    ? fmt::format("the {} hierarchy is mounted only as a subtree (a cgroup "
-                                 "namespace?): its dying cgroups cannot be counted",
+                                 "namespace without the host's /sys/fs/cgroup?): its live and "
+                                 "dying cgroups are not reported",
                                  members.front()->name)
                    : fmt::format("the {} hierarchy (/proc/cgroups hierarchy {}) is not mounted "
                                  "here: its cgroups are not counted",
                                  members.front()->name, id));
       continue;
     }
-    const std::filesystem::path root = HostPathOfMount(paths_, mount->mount_point);
+    const std::filesystem::path& root = *found.dir;
     absl::StatusOr<uint64_t> live = CountCgroupDirectories(root);
     if (!live.ok()) {
       WarnOnce(root.string(), fmt::format("cannot count the cgroups of {}: {}", root.string(),

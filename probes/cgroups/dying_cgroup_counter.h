@@ -11,8 +11,12 @@
 //    an upper bound (a controller holds state in the cgroups where it is enabled).
 //  - cgroup v1: /proc/cgroups num_cgroups counts the hierarchy's cgroups, dying included, and
 //    the live ones are the hierarchy's directories: dying = num_cgroups - directories.
-// Mounts are found in /proc/self/mountinfo; a hierarchy mounted only as a subtree (inside a
-// cgroup namespace) is skipped, since num_cgroups counts the whole of it.
+// Mounts are found in /proc/self/mountinfo; a hierarchy mounted only as a subtree (a cgroup
+// namespace's own mount, a bind mount of a subdirectory) is skipped with a warning, since
+// num_cgroups counts the whole of it. Whether a mount shows the root is read from the directory
+// (ShowsHierarchyRoot), not from mountinfo's root field, which is relative to the reader's cgroup
+// namespace: in a container the namespace's own subtree reads "/", and the host's whole
+// hierarchy, bind-mounted in as deploy/kubernetes/daemonset.yaml does, "/../..".
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,11 @@ namespace kpath {
 // filesystems, gives a directory 2 + subdirectories links) is never opened or listed, and most
 // cgroups are leaves. Directories that vanish during the walk are not errors.
 absl::StatusOr<uint64_t> CountCgroupDirectories(const std::filesystem::path& root);
+
+// Whether `dir`, a cgroup mount's directory, is its hierarchy's root cgroup (not a subtree), by the
+// files the kernel makes only there (v1: cgroup.sane_behavior, release_agent) or everywhere but
+// there (v2: cgroup.events, cgroup.type).
+bool ShowsHierarchyRoot(const std::filesystem::path& dir, int version);
 
 // Where a mount point of the host is read through `paths`: under /sys it moves with the sysfs
 // root (fixture trees, /host/sys in a container); anything else is used as it is.

@@ -122,6 +122,7 @@ TEST_CASE("a v1 hierarchy mounted only as a subtree is not counted", "[cgroups][
              "#subsys_name\thierarchy\tnum_cgroups\tenabled\n"
              "memory\t4\t900\t1\npids\t8\t5\t1\n");
   host.Mkdir("sys/fs/cgroup/memory/a");
+  host.Write("sys/fs/cgroup/pids/cgroup.sane_behavior", "0\n");
   host.Mkdir("sys/fs/cgroup/pids/a/b");
   host.Mkdir("sys/fs/cgroup/pids/c");
   DyingCgroupCounter counter(RootedAt(host.root()));
@@ -131,11 +132,71 @@ TEST_CASE("a v1 hierarchy mounted only as a subtree is not counted", "[cgroups][
   CHECK(values[{"pids", "dying"}] == 1);
 }
 
+// Mountinfo lines and layouts as this host's kernel (6.18, hybrid) showed them in a process of
+// `unshare --cgroup` whose memory cgroup was /process_api/<id>/kx: its own fresh mount of the
+// hierarchy reads root "/" (the namespace's root, a subtree), and the host's whole hierarchy,
+// mounted before the unshare, "/../../..". Only the real root holds cgroup.sane_behavior.
+TEST_CASE("in a cgroup namespace on a v1 host, the namespace's own mount is not counted",
+          "[cgroups][dying]") {
+  ScratchTree host;
+  // The container's own mount at /sys/fs/cgroup/memory: 6 directories of a pod's subtree, while
+  // the hierarchy has 133 cgroups, 5 of them dying. Read as the whole, 127 would be dying.
+  host.Write("proc/self/mountinfo",
+             "65 45 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n");
+  host.Write("proc/cgroups", "memory 4 133 1\n");
+  for (const char* dir : {"a/b", "a/c", "d/e"}) host.Mkdir(fs::path("sys/fs/cgroup/memory") / dir);
+  DyingCgroupCounter counter(RootedAt(host.root()));
+  MetricFamilies families;
+  CHECK_FALSE(counter.Collect(families).ok());  // no hierarchy it can count: no figure at all
+  CHECK(families.empty());
+}
+
+TEST_CASE("in a cgroup namespace, the host's hierarchy mounted in whole is counted",
+          "[cgroups][dying]") {
+  // As deploy/kubernetes/daemonset.yaml mounts it: the host's /sys/fs/cgroup, alone or over the
+  // runtime's own cgroup mount, which then stays listed first, hidden under it.
+  const std::string host_mounts =
+      "53 49 0:31 /../../.. /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "54 49 0:37 /../.. /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+  const std::string hidden = "65 45 0:31 / /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n";
+  for (const std::string& mountinfo : {host_mounts, hidden + host_mounts}) {
+    INFO(mountinfo);
+    ScratchTree host;
+    host.Write("proc/self/mountinfo", mountinfo);
+    host.Write("proc/cgroups", "memory 4 133 1\n");
+    host.Write("sys/fs/cgroup/memory/cgroup.sane_behavior", "0\n");
+    for (const char* dir : {"a/b", "a/c", "d/e"}) {
+      host.Mkdir(fs::path("sys/fs/cgroup/memory") / dir);
+    }
+    host.Write("sys/fs/cgroup/unified/cgroup.stat", "nr_descendants 5\nnr_dying_descendants 2\n");
+    DyingCgroupCounter counter(RootedAt(host.root()));
+    auto values = Collect(counter);
+    CHECK(values[{"memory", "live"}] == 6);
+    CHECK(values[{"memory", "dying"}] == 127);
+    CHECK(values[{"cgroup2", "live"}] == 6);
+    CHECK(values[{"cgroup2", "dying"}] == 2);
+  }
+}
+
+TEST_CASE("a cgroup v2 subtree, even one mountinfo shows as \"/\", is not counted",
+          "[cgroups][dying]") {
+  ScratchTree host;
+  host.Write("proc/self/mountinfo", "35 25 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  host.Write("sys/fs/cgroup/cgroup.stat", "nr_descendants 0\nnr_dying_descendants 0\n");
+  host.Write("sys/fs/cgroup/cgroup.events", "populated 1\nfrozen 0\n");  // never at the root
+  host.Write("sys/fs/cgroup/cgroup.type", "domain\n");
+  DyingCgroupCounter counter(RootedAt(host.root()));
+  MetricFamilies families;
+  CHECK_FALSE(counter.Collect(families).ok());
+  CHECK(families.empty());
+}
+
 TEST_CASE("dying is never negative when directories outnumber num_cgroups", "[cgroups][dying]") {
   ScratchTree host;
   host.Write("proc/self/mountinfo",
              "33 31 0:30 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n");
   host.Write("proc/cgroups", "pids 8 1 1\n");  // read before a mkdir the walk then saw
+  host.Write("sys/fs/cgroup/pids/cgroup.sane_behavior", "0\n");
   host.Mkdir("sys/fs/cgroup/pids/a");
   DyingCgroupCounter counter(RootedAt(host.root()));
   auto values = Collect(counter);
