@@ -24,6 +24,9 @@ test_pkgs=(
   # tests/systemd: a real systemd as PID 1 (systemd-nspawn, and QEMU with systemd as init) on a
   # Debian 12 root filesystem made by mmdebstrap (tests/systemd/rootfs.sh)
   systemd-container mmdebstrap
+  # tests/container: kpathd as deploy/kubernetes/daemonset.yaml runs it, under a real container
+  # runtime (podman with runc: Debian 12's crun 1.8 refuses hybrid cgroup hosts)
+  podman runc
   # tests/qemu: other kernels under QEMU (virtiofsd ships with qemu-system-common), a static
   # busybox and cpio for the guest's initramfs
   qemu-system-x86 busybox-static cpio

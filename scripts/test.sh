@@ -22,6 +22,12 @@
 #                           the integration tests of this build then start: ~10 minutes)
 #   KPATH_SANITIZE_TESTS    Catch2 spec of integration tests run against the sanitized kpathd
 #   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
+#   KPATH_SKIP_CONTAINER=1  skip the container stage (tests/container/run.sh): kpathd run by
+#                           podman as deploy/kubernetes/daemonset.yaml runs it, its figures
+#                           compared with a kpathd on the host, here (hybrid cgroups) and in a
+#                           cgroup v2 QEMU guest (about 5 minutes, 4 of them the guest;
+#                           KPATH_CONTAINER_V2_GUEST=0 leaves it out); it skips by itself, saying
+#                           why, when not root or the systemd stage's rootfs cannot be built
 #   KPATH_SKIP_SYSTEMD=1    skip the systemd stage (tests/systemd/run.sh): the .deb under a real
 #                           systemd as PID 1 (systemd-nspawn on a cached Debian 12 rootfs, about
 #                           40 s; 1 to 3 minutes more the first time, to build the rootfs), then
@@ -127,6 +133,21 @@ else
   fi
   rm -f "$qemu_log"
   ((qemu_status == 0 && arm64_status == 0)) || status=1
+fi
+# kpathd in a container as the DaemonSet runs it (its own mount and cgroup namespaces, the host's
+# /sys/fs/cgroup, tracefs and debugfs, the manifest's capabilities), against a kpathd on the
+# host: every figure equal (tests/container/run.sh).
+if [[ "${KPATH_SKIP_CONTAINER:-0}" == "1" ]]; then
+  echo "container stage skipped (KPATH_SKIP_CONTAINER=1)"
+else
+  stage "container: kpathd as the DaemonSet runs it, against the host's (tests/container/run.sh)"
+  container_status=0
+  BUILD_DIR="$build_dir" timeout --kill-after=30 1200 tests/container/run.sh || container_status=$?
+  case $container_status in
+  0) ;;
+  2) echo "container stage skipped (reason above)" ;;
+  *) status=1 ;;
+  esac
 fi
 # The .deb under a real systemd as PID 1: the unit's notify, watchdog, reload and stop protocol,
 # its sandbox, and the maintainer scripts (tests/systemd/run.sh). It loads BPF programs on this
