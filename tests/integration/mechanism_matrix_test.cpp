@@ -313,7 +313,10 @@ bool LeakMemoryCgroups(const std::string& comm, const std::string& parent, int c
       std::string cg = parent + "/leak-" + std::to_string(i);
       if (mkdir(cg.c_str(), 0755) != 0 || !write(cg + "/cgroup.procs", self) ||
           !write("/dev/shm/kpath-matrix-leak-" + std::to_string(i), std::string(4096, 'x')) ||
-          !write(parent + "/cgroup.procs", self) || rmdir(cg.c_str()) != 0) {
+          // Out again, to the hierarchy's root: under cgroup v2 the parent, which delegates the
+          // memory controller to its children, may hold no process ("no internal processes").
+          !write(std::filesystem::path(parent).parent_path().string() + "/cgroup.procs", self) ||
+          rmdir(cg.c_str()) != 0) {
         return false;
       }
     }
