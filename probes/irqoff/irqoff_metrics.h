@@ -26,6 +26,19 @@ inline constexpr MetricSpec kRegionsEvictedTotal{
     "top-N, by their other form: their totals at that moment (the other series gets only later "
     "increments). Exact total: sum(kpath_irqoff_regions_total) + sum(this).",
     MetricType::kCounter};
+// Per CPU (seed 001: RPS/RFS pinned the service's flows to the CPU that stalled). Separate
+// families, not a cpu label on the two above: with `cpu` the histogram alone is 14 series per
+// CPU, and kpath_irqoff_regions_total up to (comm x culprit) per CPU (README.md, "Which CPU").
+inline constexpr MetricSpec kCpuRegionsTotal{
+    "kpath_irqoff_cpu_regions_total",
+    "IRQ-disabled regions at or above the threshold, by the CPU they held IRQs off on (counted in "
+    "the kernel: exact, also when a region's details were lost).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kCpuRegionSecondsTotal{
+    "kpath_irqoff_cpu_region_seconds_total",
+    "Summed length of those regions, by CPU: its rate is the share of the CPU's time spent with "
+    "IRQs off in regions at or above the threshold.",
+    MetricType::kCounter};
 inline constexpr MetricSpec kIgnoredLateTicksTotal{
     "kpath_irqoff_ignored_late_ticks_total",
     "Late timer ticks not counted as regions: the CPU was idle (idle), the hypervisor did not run "
@@ -58,8 +71,8 @@ inline constexpr MetricSpec kDetectorInfo{
 
 // Every family above, for the catalogue test (tests/unit/metric_catalogue_test.cpp).
 inline constexpr MetricSpec kAll[] = {
-    kSeconds,         kMaxSeconds,         kRegionsTotal,     kIgnoredLateTicksTotal,
-    kTimerTicksTotal, kNmiSamplesTotal,    kThresholdSeconds, kResolutionSeconds,
-    kDetectorInfo,    kRegionsEvictedTotal};
+    kSeconds,         kMaxSeconds,          kRegionsTotal,     kIgnoredLateTicksTotal,
+    kTimerTicksTotal, kNmiSamplesTotal,     kThresholdSeconds, kResolutionSeconds,
+    kDetectorInfo,    kRegionsEvictedTotal, kCpuRegionsTotal,  kCpuRegionSecondsTotal};
 
 }  // namespace kpath::irqoff_metrics

@@ -23,6 +23,7 @@
 #include "probes/irqoff/culprit.h"
 #include "probes/irqoff/irqoff.h"
 #include "probes/irqoff/irqoff_metrics.h"
+#include "probes/irqoff/irqoff_totals_families.h"
 #include "spdlog/spdlog.h"
 
 namespace kpath {
@@ -30,7 +31,6 @@ namespace kpath {
 namespace {
 
 constexpr std::string_view kPreemptIrqTarget = "preemptirq:irq_disable/irq_enable";
-constexpr uint64_t kBucketBoundsUs[IRQOFF_BUCKETS] = IRQOFF_BUCKET_BOUNDS_US;
 // The KVM steal-time object is built for x86_64 only (probes/irqoff/CMakeLists.txt).
 constexpr bool kKvmStealObject = KPATH_IRQOFF_KVM_STEAL_OBJECT;
 }  // namespace
@@ -486,19 +486,15 @@ absl::Status IrqOffProbe::Collect(MetricFamilies& out) {
 
   CountRegions(sum.events_lost);
 
-  std::vector<double> bounds;
-  std::vector<uint64_t> counts;
-  for (size_t b = 0; b < IRQOFF_BUCKETS; ++b) {
-    bounds.push_back(static_cast<double>(kBucketBoundsUs[b]) / 1e6);
-    counts.push_back(sum.buckets[b]);
-  }
-  counts.push_back(sum.buckets[IRQOFF_BUCKETS]);
-  FamilyBuilder(irqoff_metrics::kSeconds)
-      .AddHistogram({}, bounds, counts, static_cast<double>(sum.region_ns) / 1e9)
-      .AppendTo(out);
+  FamilyBuilder histogram(irqoff_metrics::kSeconds);
+  AddRegionHistogram({}, sum, histogram);
+  histogram.AppendTo(out);
   FamilyBuilder(irqoff_metrics::kMaxSeconds).Add(longest_.Max()).AppendTo(out);
   regions_.AppendFamilies(irqoff_metrics::kRegionsTotal, irqoff_metrics::kRegionsEvictedTotal, 0,
                           out);
+  // Which CPU stalls. The online CPUs are read again here: the preemptirq method keeps no timers.
+  absl::StatusOr<std::vector<int>> online = kernel_.OnlineCpus();
+  AppendPerCpuFamilies(*per_cpu, online.ok() ? *online : std::vector<int>{}, out);
   FamilyBuilder(irqoff_metrics::kIgnoredLateTicksTotal)
       .Add({{"reason", "idle"}}, static_cast<double>(sum.late_idle))
       .Add({{"reason", "steal"}}, static_cast<double>(sum.late_steal))

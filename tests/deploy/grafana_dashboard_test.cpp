@@ -97,3 +97,15 @@ TEST_CASE("the dashboard uses the shipped recording rules, and only rules that e
     CHECK(used.count(name) == 1);
   }
 }
+
+TEST_CASE("a panel shows which CPU holds IRQs off, on the selected node") {
+  // Issue 22: seed 001's stalls were on the CPU that RPS/RFS pinned the service's flows to.
+  const std::regex by_cpu(
+      R"(sum by \(cpu\) \((rate|increase)\(kpath_irqoff_cpu_region(s|_seconds)_total\{instance=~"\$node"\}\[)");
+  std::set<std::string> types;
+  for (const Query& q : Queries(Dashboard())) {
+    if (std::regex_search(q.expr, by_cpu)) types.insert(q.type);
+  }
+  // Over time (a heatmap of the share of each CPU's time) and over the range (a bar per CPU).
+  CHECK(types == std::set<std::string>{"heatmap", "bargauge"});
+}

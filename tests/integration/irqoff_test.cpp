@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -45,6 +46,17 @@ double SumOf(const std::string& exposition, const std::string& name,
     if (match) sum += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
   }
   return sum;
+}
+
+// cpu label -> value of every sample of `name` (a family labelled by cpu only).
+std::map<int, double> CpuLabelled(const std::string& exposition, const std::string& name) {
+  std::map<int, double> out;
+  std::regex re(name + "\\{cpu=\"([0-9]+)\"\\} ([0-9.e+-]+)");
+  for (auto it = std::sregex_iterator(exposition.begin(), exposition.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    out[std::stoi((*it)[1].str())] = std::stod((*it)[2].str());
+  }
+  return out;
 }
 
 // The culprit label of the first kpath_irqoff_regions_total series of `comm`.
@@ -226,6 +238,37 @@ std::vector<LoggedRegion> LoggedRegions(const std::string& log, const std::strin
   return regions;
 }
 
+// The per-CPU view (kpath_irqoff_cpu_regions_total{cpu}): `comm`'s regions, made by a thread
+// pinned to `cpu`, are counted under that CPU's label and under no other. The other CPUs count
+// only the regions kpathd logged on them (host noise, never `comm`'s: the log names each
+// region's CPU and process), so one of `comm`'s counted on another CPU would show there.
+void CheckCountedUnderItsCpu(const std::string& body, const std::string& log,
+                             const std::string& comm, int cpu, double counted,
+                             double hold_seconds) {
+  std::map<int, int> logged, logged_comm;
+  std::regex re("irqoff: region [0-9.]+ ms on CPU ([0-9]+) in (.+) \\(pid [0-9]+\\)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator();
+       ++it) {
+    int on = std::stoi((*it)[1].str());
+    ++logged[on];
+    if ((*it)[2].str() == comm) ++logged_comm[on];
+  }
+  CHECK(logged_comm[cpu] == static_cast<int>(counted));
+  CHECK(SumOf(body, "kpath_irqoff_cpu_regions_total", {{"cpu", std::to_string(cpu)}}) >= counted);
+  CHECK(SumOf(body, "kpath_irqoff_cpu_region_seconds_total", {{"cpu", std::to_string(cpu)}}) >=
+        counted * 0.75 * hold_seconds);
+  int cpus = 0;
+  for (const auto& [label, value] : CpuLabelled(body, "kpath_irqoff_cpu_regions_total")) {
+    ++cpus;
+    if (label == cpu) continue;
+    INFO("CPU " << label << ": " << value << " regions counted, " << logged[label] << " logged");
+    CHECK(logged_comm[label] == 0);
+    CHECK(value <= logged[label]);
+  }
+  // Every online CPU has its series (this host's CPUs are all online).
+  CHECK(cpus == static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 }  // namespace
 
 TEST_CASE("a real 30 ms IRQ-off region is counted once with its length, process and culprit",
@@ -283,6 +326,7 @@ TEST_CASE("a real 30 ms IRQ-off region is counted once with its length, process 
     INFO("logged " << lengths[i] << " ms, held " << actual << " ms");
     CHECK(std::abs(lengths[i] - actual) <= 0.25 * actual);
   }
+  CheckCountedUnderItsCpu(*body, log, kFixtureThread, LastCpu(), counted, 0.030);
   CHECK(max_seen >= 0.75 * 0.030);
   CHECK(max_seen <= 1.25 * 0.030 + 0.010);  // or another region of the host, not much longer
   // A scraper that came only now, two samples after the last hold, still sees the longest: the
@@ -399,6 +443,7 @@ TEST_CASE("a spinlock held with IRQs off by a kernel module is charged to its fu
     WARN("module regions logged/held ms: " << seen.str() << "; first: culprit "
                                            << logged.front().culprit << logged.front().rest);
   }
+  CheckCountedUnderItsCpu(*body, log, kModuleThread, LastCpu(), counted, 0.1);
   // The histogram has them between 50 and 250 ms.
   CHECK(SumOf(*body, "kpath_irqoff_seconds_bucket", {{"le", "0.25"}}) -
             SumOf(*body, "kpath_irqoff_seconds_bucket", {{"le", "0.05"}}) >=

@@ -124,6 +124,8 @@ const std::map<std::string, std::string> kNotInGolden = {
     {"kpath_irqoff_max_seconds", "bpf off"},
     {"kpath_irqoff_regions_total", "bpf off"},
     {"kpath_irqoff_regions_evicted_total", "bpf off"},
+    {"kpath_irqoff_cpu_regions_total", "bpf off"},
+    {"kpath_irqoff_cpu_region_seconds_total", "bpf off"},
     {"kpath_irqoff_ignored_late_ticks_total", "bpf off"},
     {"kpath_irqoff_timer_ticks_total", "bpf off"},
     {"kpath_irqoff_nmi_samples_total", "bpf off"},
