@@ -35,6 +35,8 @@ test_pkgs=(
   gcc-12 make
   # the suite's builds (x86, sanitizers, fuzz, arm64) through a compiler cache: scripts/ccache.sh
   ccache
+  # tests/deploy/kubernetes-kubectl-test.sh: the Kubernetes API's schema (1.22) for the manifests
+  python3-kubernetes
 )
 
 # bench/: node_exporter, the exporter kpathd's scrape time and memory are compared with (the
@@ -45,10 +47,30 @@ bench_pkgs=(prometheus-node-exporter bpftrace python3)
 # The arm64 libraries are not installed: scripts/build-arm64.sh extracts them into a sysroot.
 arm64_pkgs=(g++-aarch64-linux-gnu ccache qemu-system-arm busybox-static cpio)
 
+# Debian 12's kubectl (kubernetes-client, 1.20) for tests/deploy/kubernetes-kubectl-test.sh,
+# fetched with apt-get download and unpacked into a cache, not installed: another package's
+# /usr/bin/kubectl (a cloud SDK's, of another version) would block the install, and the test must
+# run Debian's 1.20 whatever else is on PATH. KPATH_KUBECTL_CACHE (default
+# /var/cache/kpathd-kubectl) holds usr/bin/kubectl.
+kubectl_cache=${KPATH_KUBECTL_CACHE:-/var/cache/kpathd-kubectl}
+fetch_kubectl() {
+  [[ -x $kubectl_cache/usr/bin/kubectl ]] && return 0
+  if [[ $EUID -ne 0 ]]; then
+    echo "install-deps: no $kubectl_cache/usr/bin/kubectl; run as root to fetch it" >&2
+    return 1
+  fi
+  echo "install-deps: fetching Debian's kubernetes-client into $kubectl_cache"
+  mkdir -p "$kubectl_cache/debs"
+  rm -f "$kubectl_cache"/debs/kubernetes-client_*.deb
+  (cd "$kubectl_cache/debs" && { apt-get download -qq kubernetes-client 2>/dev/null ||
+    { apt-get update -qq && apt-get download -qq kubernetes-client; }; })
+  dpkg-deb -x "$kubectl_cache"/debs/kubernetes-client_*.deb "$kubectl_cache"
+}
+
 want=("${build_pkgs[@]}")
 for arg in "$@"; do
   case "$arg" in
-    --test) want+=("${test_pkgs[@]}") ;;
+    --test) want+=("${test_pkgs[@]}"); want_kubectl=1 ;;
     --bench) want+=("${bench_pkgs[@]}") ;;
     --arm64) want+=("${arm64_pkgs[@]}") ;;
   esac
@@ -63,6 +85,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#want[@]} packages present"
+  if [[ -n ${want_kubectl:-} ]]; then fetch_kubectl; fi
   exit 0
 fi
 
@@ -77,4 +100,5 @@ apt-get update -qq
 # Prometheus, Alertmanager and node_exporter are only used as tools in tests and benchmarks: do
 # not start their services.
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [[ -n ${want_kubectl:-} ]]; then fetch_kubectl; fi
 echo "install-deps: done"
