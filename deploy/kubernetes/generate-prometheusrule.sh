@@ -19,7 +19,9 @@ metadata:
   labels:
     app.kubernetes.io/name: kpathd
     app.kubernetes.io/component: alert-rules
-    # Add the label your Prometheus' ruleSelector matches (kube-prometheus-stack: release: <name>).
+    # What kube-prometheus-stack's ruleSelector matches (release: <its Helm release name>), as on
+    # servicemonitor.yaml: set both to your release's name (deploy/README.md, "One scrape path").
+    release: kube-prometheus-stack
 spec:
 HEADER
 # The rules file's groups: block, indented under spec:.

@@ -98,14 +98,19 @@ if ((rootfs_status == 2)); then
 fi
 ((rootfs_status == 0)) || { echo "FAIL: tests/systemd/rootfs.sh failed" >&2; exit 1; }
 mkdir -p "$tmp/upper" "$tmp/work" "$tmp/merged"
-cat >"$tmp/lifecycle.sh" <<'LIFECYCLE'
-set -eu
+# Sourced by the scripts run in the root: ROOT LOWER UPPER WORK DEB -> an overlay of the cached
+# root at ROOT with the package's directory bound in, $pkg its path there, in_root a command.
+cat >"$tmp/overlay.sh" <<'OVERLAY'
 root=$1
 mount -t overlay overlay -o "lowerdir=$2,upperdir=$3,workdir=$4" "$root"
 mkdir -p "$root/root/pkg"
 mount --bind "$(dirname "$5")" "$root/root/pkg"
 pkg=/root/pkg/$(basename "$5")
 in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+OVERLAY
+cat >"$tmp/lifecycle.sh" <<'LIFECYCLE'
+set -eu
+. "$(dirname "$0")/overlay.sh"
 wants=$root/etc/systemd/system/multi-user.target.wants/kpathd.service
 mask=$root/etc/systemd/system/kpathd.service
 state() {  # enabled|disabled, masked|unmasked
@@ -149,3 +154,36 @@ echo "maintainer scripts, run by dpkg in $rootfs (overlay):"
 unshare -m --propagation private sh "$tmp/lifecycle.sh" "$tmp/merged" "$rootfs" "$tmp/upper" "$tmp/work" "$deb" ||
   { echo "FAIL: the maintainer scripts (above)" >&2; exit 1; }
 echo "install, reinstall, remove, install again, purge: enabled, never masked, conffile kept until purge"
+
+# The container image (deploy/kubernetes/Dockerfile): debian:12-slim path-excludes
+# /usr/share/doc/* (its /etc/dpkg/dpkg.cfg.d/docker, written here as that image has it), which
+# would drop the runbooks `kpathd diagnose` points to. The real dpkg installs the package in the
+# same Debian 12 root with that file and the Dockerfile's own dpkg.cfg.d line: every runbook and
+# the README must be there.
+diagnose_dir=$(grep -ao '/usr/share/doc/kpathd/runbooks/' "$tmp/root/usr/sbin/kpathd" | head -1)
+[[ -n $diagnose_dir ]] || { echo "FAIL: kpathd diagnose names no /usr/share/doc/kpathd/runbooks/" >&2; exit 1; }
+dockerfile_cfg=$(sed -n "s|^RUN echo '\(path-include [^']*\)' > \(/etc/dpkg/dpkg.cfg.d/[a-z-]*\)$|\1 \2|p" \
+  "$src/deploy/kubernetes/Dockerfile")
+[[ -n $dockerfile_cfg ]] || { echo "FAIL: the Dockerfile writes no dpkg.cfg.d path-include" >&2; exit 1; }
+rm -rf "$tmp/upper" "$tmp/work" && mkdir -p "$tmp/upper" "$tmp/work"
+cat >"$tmp/image.sh" <<'IMAGE'
+set -eu
+. "$(dirname "$0")/overlay.sh"
+printf 'path-exclude /usr/share/doc/*\npath-include /usr/share/doc/*/copyright\n' \
+  >"$root/etc/dpkg/dpkg.cfg.d/docker"
+printf '%s %s\n' "$6" "$7" >"$root$8"
+in_root dpkg -i "$pkg" >/dev/null 2>&1
+[ -f "$root/usr/share/doc/kpathd/README.md" ] || { echo "FAIL: no README.md in the image" >&2; exit 1; }
+ls "$root$9" | grep -c '\.md$'
+IMAGE
+read -r include_opt include_glob include_file <<<"$dockerfile_cfg"
+alerts=$(sed -n 's/^ *- alert: *//p' "$src/deploy/prometheus/kpathd-rules.yml" | sort -u | wc -l)
+kept=$(unshare -m --propagation private sh "$tmp/image.sh" "$tmp/merged" "$rootfs" "$tmp/upper" \
+  "$tmp/work" "$deb" "$include_opt" "$include_glob" "$include_file" "$diagnose_dir") ||
+  { echo "FAIL: installing the package as the image does (above)" >&2; exit 1; }
+# The runbooks' index (README.md) and one page per alert (an alert of two tiers has one page).
+if ((kept < alerts + 1)); then
+  echo "FAIL: the image keeps $kept pages in $diagnose_dir, the rules have $alerts alerts and an index" >&2
+  exit 1
+fi
+echo "container image: $kept runbooks kept in $diagnose_dir under debian:12-slim's path-exclude (Dockerfile: $include_opt $include_glob)"

@@ -112,8 +112,6 @@ TEST_CASE(
   std::string listen = parsed["listen_address"].as<std::string>();
   int port = std::stoi(listen.substr(listen.rfind(':') + 1));
   CHECK(Container(ds)["ports"][0]["containerPort"].as<int>() == port);
-  CHECK(ds["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"].as<std::string>() ==
-        std::to_string(port));
   // Service -> pods, ServiceMonitor -> Service, by labels and port name.
   YAML::Node svc = Load("service.yaml");
   YAML::Node sm = Load("servicemonitor.yaml");
@@ -146,4 +144,66 @@ TEST_CASE("the PrometheusRule holds exactly the rules of deploy/prometheus/kpath
   b << rules["groups"];
   CHECK(std::string(a.c_str()) == std::string(b.c_str()));
   CHECK(rules["groups"].size() >= 6);
+}
+
+TEST_CASE("one scrape path: the ServiceMonitor, and no scrape annotations beside it") {
+  YAML::Node ds = Load("daemonset.yaml");
+  YAML::Node svc = Load("service.yaml");
+  std::set<std::string> listed;
+  for (const auto& r : Load("kustomization.yaml")["resources"]) listed.insert(r.as<std::string>());
+  REQUIRE(listed.count("servicemonitor.yaml") == 1);
+  // A Prometheus that discovers pods or endpoints by annotation as well would scrape twice.
+  for (const YAML::Node& meta : {ds["spec"]["template"]["metadata"], svc["metadata"]}) {
+    if (!meta["annotations"]) continue;
+    for (const auto& a : meta["annotations"]) {
+      INFO(a.first.as<std::string>());
+      CHECK(a.first.as<std::string>().rfind("prometheus.io/", 0) != 0);
+    }
+  }
+}
+
+TEST_CASE("the ServiceMonitor and PrometheusRule carry the release label Prometheus selects by") {
+  // kube-prometheus-stack's serviceMonitorSelector and ruleSelector: release: <Helm release>.
+  // A comment saying so (what was shipped) selects nothing.
+  YAML::Node sm = Load("servicemonitor.yaml")["metadata"]["labels"];
+  YAML::Node rule = Load("prometheusrule.yaml")["metadata"]["labels"];
+  REQUIRE(sm["release"]);
+  REQUIRE(rule["release"]);
+  CHECK(sm["release"].as<std::string>() == "kube-prometheus-stack");
+  CHECK(rule["release"].as<std::string>() == sm["release"].as<std::string>());
+}
+
+TEST_CASE("liveness and readiness probe /-/healthy and /-/ready as the ConfigMap serves them") {
+  YAML::Node c = Container(Load("daemonset.yaml"));
+  YAML::Node config = YAML::Load(Load("configmap.yaml")["data"]["kpathd.yaml"].as<std::string>());
+  // Without web.config_file kpathd serves plain HTTP without credentials; with one, TLS at least
+  // (tls_server_config is what a web configuration file is mostly for): HTTPS probes.
+  const bool web_config = config["web"] && config["web"]["config_file"];
+  const std::string scheme = web_config ? "HTTPS" : "HTTP";
+  for (const auto& [probe, path] : std::map<std::string, std::string>{
+           {"livenessProbe", "/-/healthy"}, {"readinessProbe", "/-/ready"}}) {
+    INFO(probe);
+    YAML::Node get = c[probe]["httpGet"];
+    REQUIRE(get);
+    CHECK(get["path"].as<std::string>() == path);
+    CHECK(get["port"].as<std::string>() == c["ports"][0]["name"].as<std::string>());
+    CHECK(get["scheme"].as<std::string>() == scheme);
+    // An Authorization header only with a web configuration that could ask for it.
+    if (!web_config) CHECK_FALSE(get["httpHeaders"]);
+  }
+}
+
+TEST_CASE("resources: CPU and memory requested, memory limited, CPU not throttled") {
+  YAML::Node r = Container(Load("daemonset.yaml"))["resources"];
+  auto mebibytes = [](const YAML::Node& n) {
+    std::string v = n.as<std::string>();
+    REQUIRE(v.size() > 2);
+    REQUIRE(v.substr(v.size() - 2) == "Mi");
+    return std::stoi(v.substr(0, v.size() - 2));
+  };
+  REQUIRE(r["requests"]["cpu"]);
+  // bench/pod_resources.py: peak RSS about 35 MiB under the seed workloads (deploy/README.md).
+  CHECK(mebibytes(r["requests"]["memory"]) >= 48);
+  CHECK(mebibytes(r["limits"]["memory"]) >= 4 * mebibytes(r["requests"]["memory"]));
+  CHECK_FALSE(r["limits"]["cpu"]);
 }
