@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "probes/collect/event_sink.h"
 #include "probes/collect/label_limits.h"
 #include "probes/collect/metric_families.h"
 #include "probes/kernel/mechanism.h"
@@ -68,6 +69,10 @@ class Collector {
 
   // New label limits from a configuration reload; collectors with folded labels apply them.
   virtual void SetLabelLimits(const LabelLimits&) {}
+
+  // Where the collector's events go (null: nowhere); set before Start, outlives the collector.
+  // Collectors that see moments worth a timestamp keep it; the others ignore it.
+  virtual void SetEventSink(EventSink*) {}
 
   // A short fragment for the systemd STATUS= line ("Percpu 1.8 GiB +340 KiB/s"); empty for none.
   virtual std::string StatusFragment() const { return {}; }

@@ -1,0 +1,269 @@
+// Events (docs/events.md): the ring /events serves, their JSON and journal forms, the /events
+// query, the event log's outputs (a real datagram socket standing in for journald's, the log's
+// lines).
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "daemon/events/event_json.h"
+#include "daemon/events/event_log.h"
+#include "daemon/events/event_ring.h"
+#include "daemon/events/events_metrics.h"
+#include "daemon/events/events_query.h"
+#include "daemon/events/journal_entry.h"
+
+using namespace kpath;
+
+namespace {
+
+Event Region(int n, absl::Time time = absl::FromUnixSeconds(1796281200)) {
+  return Event{std::string(event_kind::kIrqOffRegion),
+               time + absl::Seconds(n),
+               "region " + std::to_string(n),
+               {{"cpu", int64_t{n}}, {"stack", std::vector<std::string>{"a", "b"}}}};
+}
+
+// A string literal with its NUL bytes, without the terminating one.
+template <size_t N>
+std::string Bytes(const char (&literal)[N]) {
+  return std::string(literal, N - 1);
+}
+
+std::vector<uint64_t> Seqs(const EventRing::Page& page) {
+  std::vector<uint64_t> out;
+  for (const auto& e : page.events) out.push_back(e->seq);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the ring keeps the newest events up to its count and numbers them from 1") {
+  EventRing ring(3, 1 << 20);
+  for (int i = 1; i <= 5; ++i) CHECK(ring.Push(Region(i))->seq == static_cast<uint64_t>(i));
+  CHECK(ring.size() == 3);
+  CHECK(ring.dropped() == 2);
+  EventRing::Page all = ring.After(0, 100);
+  CHECK(Seqs(all) == std::vector<uint64_t>{3, 4, 5});
+  CHECK(all.last_seq == 5);
+}
+
+TEST_CASE("the ring stays within its byte budget, the newest event always kept") {
+  Event big = Region(1);
+  big.message = std::string(10000, 'x');
+  const size_t one = EventBytes(big);
+  EventRing ring(1000, 3 * one + one / 2);
+  for (int i = 0; i < 100; ++i) ring.Push(big);
+  CHECK(ring.size() == 3);
+  CHECK(ring.bytes() <= 3 * one + one / 2);
+  EventRing tiny(1000, 10);
+  tiny.Push(big);
+  tiny.Push(big);
+  CHECK(tiny.size() == 1);
+}
+
+TEST_CASE("a reader that fell behind the ring is told how many events it missed") {
+  EventRing ring(3, 1 << 20);
+  for (int i = 1; i <= 10; ++i) ring.Push(Region(i));
+  // Saw up to 4; 5, 6 and 7 were dropped; 8, 9, 10 are kept.
+  EventRing::Page page = ring.After(4, 100);
+  CHECK(page.missed == 3);
+  CHECK(Seqs(page) == std::vector<uint64_t>{8, 9, 10});
+  // Saw up to 7: nothing missed.
+  CHECK(ring.After(7, 100).missed == 0);
+  CHECK(Seqs(ring.After(7, 100)) == std::vector<uint64_t>{8, 9, 10});
+  // Up to date.
+  CHECK(ring.After(10, 100).events.empty());
+  CHECK(ring.After(10, 100).missed == 0);
+  // A limit pages through.
+  CHECK(Seqs(ring.After(7, 2)) == std::vector<uint64_t>{8, 9});
+}
+
+TEST_CASE("since a time: the events at or after it, and whether some were dropped") {
+  const absl::Time t0 = absl::FromUnixSeconds(1796281200);
+  EventRing ring(3, 1 << 20);
+  for (int i = 1; i <= 5; ++i) ring.Push(Region(i, t0));  // times t0+1 .. t0+5
+  EventRing::Page recent = ring.Since(t0 + absl::Seconds(4), 100);
+  CHECK(Seqs(recent) == std::vector<uint64_t>{4, 5});
+  CHECK(recent.missed == 0);
+  // Events at t0+1 and t0+2 were dropped: a reader from t0 missed some.
+  EventRing::Page old = ring.Since(t0, 100);
+  CHECK(Seqs(old) == std::vector<uint64_t>{3, 4, 5});
+  CHECK(old.missed == 1);
+  CHECK(old.missed_unknown_count);
+}
+
+TEST_CASE("JSON escapes quotes, backslashes and control bytes, and replaces bytes not UTF-8") {
+  CHECK(JsonString("ss") == "\"ss\"");
+  CHECK(JsonString("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  CHECK(JsonString("l1\nl2\t\x01\x7f") == "\"l1\\nl2\\t\\u0001\\u007f\"");
+  CHECK(JsonString("caf\xc3\xa9") == "\"caf\xc3\xa9\"");  // valid UTF-8 is kept
+  CHECK(JsonString("\xff\xc3(") == "\"\\ufffd\\ufffd(\"");
+  CHECK(JsonString("\xed\xa0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // a surrogate
+  CHECK(JsonString(Bytes("a\0b")) == "\"a\\u0000b\"");
+}
+
+TEST_CASE("an event's JSON line carries its sequence, time, kind, message and typed fields") {
+  StoredEvent e{7, Event{"irqoff_region",
+                         absl::FromUnixMicros(1796281200123456),
+                         "30 ms \"x\"",
+                         {{"seconds", 0.03},
+                          {"cpu", int64_t{3}},
+                          {"comm", std::string("kpath\"fx\n")},
+                          {"stack", std::vector<std::string>{"f1", "we\\ird"}},
+                          {"nan", std::nan("")}}}};
+  CHECK(EventJson(e) ==
+        "{\"seq\":7,\"time\":\"2026-12-03T07:00:00.123456Z\",\"kind\":\"irqoff_region\","
+        "\"message\":\"30 ms \\\"x\\\"\",\"seconds\":0.03,\"cpu\":3,\"comm\":\"kpath\\\"fx\\n\","
+        "\"stack\":[\"f1\",\"we\\\\ird\"],\"nan\":null}");
+}
+
+TEST_CASE("journal fields: plain values as NAME=value, multi-line ones length-prefixed") {
+  std::string d;
+  AppendJournalField(d, "KPATH_COMM", "ss");
+  CHECK(d == "KPATH_COMM=ss\n");
+  d.clear();
+  AppendJournalField(d, "KPATH_STACK", "f1\nf2");
+  CHECK(d == Bytes("KPATH_STACK\n\x05\0\0\0\0\0\0\0f1\nf2\n"));
+  d.clear();
+  // Any control byte but tab takes the binary form too; '=' in a value is fine.
+  AppendJournalField(d, "K", Bytes("a\0="));
+  CHECK(d == Bytes("K\n\x03\0\0\0\0\0\0\0a\0=\n"));
+  d.clear();
+  AppendJournalField(d, "K", "a=b\tc");
+  CHECK(d == "K=a=b\tc\n");
+}
+
+TEST_CASE("an event's journal entry: MESSAGE, kind, sequence and KPATH_ fields") {
+  StoredEvent e{9, Event{"irqoff_region",
+                         absl::UnixEpoch(),
+                         "msg",
+                         {{"cpu", int64_t{2}},
+                          {"stack", std::vector<std::string>{"a", "bc"}},
+                          {"hook_kind", std::string("kprobe")}}}};
+  const std::string d = JournalEntry(e);
+  CHECK(d == Bytes("MESSAGE=msg\nPRIORITY=5\nSYSLOG_IDENTIFIER=kpathd\n"
+                   "KPATH_EVENT=irqoff_region\nKPATH_SEQ=9\nKPATH_CPU=2\n"
+                   "KPATH_STACK\n\x04\0\0\0\0\0\0\0a\nbc\nKPATH_HOOK_KIND=kprobe\n"));
+}
+
+TEST_CASE("the /events query: since as a sequence, a time, Unix seconds or a duration") {
+  const absl::Time now = absl::FromUnixSeconds(1796281200);
+  auto q = ParseEventsQuery("since=42&kind=hook_left&limit=5", now);
+  REQUIRE(q.ok());
+  CHECK(q->after_seq == 42u);
+  CHECK(q->kind == "hook_left");
+  CHECK(q->limit == 5);
+  CHECK(ParseEventsQuery("since=2026-12-03T07%3A00%3A00Z", now)->since_time == now);
+  // An unescaped '+' of an offset arrives as a space.
+  CHECK(ParseEventsQuery("since=2026-12-03T08:00:00+01:00", now)->since_time == now);
+  CHECK(ParseEventsQuery("since=@1796281200", now)->since_time == now);
+  CHECK(ParseEventsQuery("since=1h", now)->since_time == now - absl::Hours(1));
+  CHECK(ParseEventsQuery("format=lines", now)->lines);
+  for (const char* bad : {"since=yesterday", "since=-1h", "kind=nope", "limit=0", "limit=10001",
+                          "limit=x", "color=red", "format=xml"}) {
+    INFO(bad);
+    absl::StatusOr<EventsQuery> r = ParseEventsQuery(bad, now);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  CHECK(std::string(ParseEventsQuery("since=yesterday", now).status().message())
+            .find("since \"yesterday\": a sequence number (42)") == 0);
+}
+
+TEST_CASE("the /events reply pages by sequence, filters by kind and reports gaps") {
+  EventRing ring(3, 1 << 20);
+  for (int i = 1; i <= 5; ++i) ring.Push(Region(i));
+  Event hook{std::string(event_kind::kHookLeft), absl::FromUnixSeconds(1796281300), "left", {}};
+  ring.Push(hook);
+  EventsQuery q;
+  q.after_seq = 1;
+  std::string reply = EventsReplyJson(ring, q);
+  CHECK(reply.find("{\"last_seq\":6,\"next_since\":6,\"missed\":2,\"missed_count_known\":true,"
+                   "\"restarted\":false,\"events\":[{\"seq\":4,") == 0);
+  q.kind = "hook_left";
+  q.lines = true;
+  reply = EventsReplyJson(ring, q);
+  CHECK(reply.find("\"restarted\":false}\n{\"seq\":6,") != std::string::npos);
+  CHECK(reply.find("\"seq\":4") == std::string::npos);
+  // A reader of an earlier kpathd (past the newest sequence) starts over.
+  q = EventsQuery{};
+  q.after_seq = 1000;
+  CHECK(EventsReplyJson(ring, q).find("\"restarted\":true,\"events\":[{\"seq\":4,") !=
+        std::string::npos);
+  // Up to date: nothing, and next_since stays.
+  q.after_seq = 6;
+  CHECK(EventsReplyJson(ring, q) ==
+        "{\"last_seq\":6,\"next_since\":6,\"missed\":0,\"missed_count_known\":true,"
+        "\"restarted\":false,\"events\":[]}\n");
+}
+
+TEST_CASE("the event log writes a log line of JSON per event, rate-limited, and counts") {
+  std::vector<std::string> lines;
+  EventLog log(EventLogOptions{.max_events = 100,
+                               .output = EventOutput::kJsonLines,
+                               .write_line = [&](const std::string& l) { lines.push_back(l); },
+                               .output_per_second = 0.001,
+                               .output_burst = 2});
+  for (int i = 1; i <= 5; ++i) log.Emit(Region(i));
+  REQUIRE(lines.size() == 2);  // the burst; the rest only in the ring
+  CHECK(lines[0].find("event: {\"seq\":1,") == 0);
+  CHECK(lines[1].find("event: {\"seq\":2,") == 0);
+  CHECK(log.ring().size() == 5);  // the ring has them all
+  MetricFamilies families;
+  log.AppendFamilies(families);
+  REQUIRE(families.size() == 2);
+  CHECK(families[0].name == events_metrics::kEventsTotal.name);
+  bool counted = false, limited = false;
+  for (const auto& m : families[0].metric) {
+    counted |= m.label[0].value == "irqoff_region" && m.counter.value == 5;
+  }
+  for (const auto& m : families[1].metric) {
+    limited |= m.label[0].value == "output_rate_limited" && m.counter.value == 3;
+  }
+  CHECK(counted);
+  CHECK(limited);
+}
+
+TEST_CASE("the event log sends journal datagrams to the socket, binary-safe") {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("kpath-journal-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/socket";
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  CHECK(ChooseEventOutput(true, path) == EventOutput::kJournal);
+  CHECK(ChooseEventOutput(false, path) == EventOutput::kJsonLines);
+  CHECK(ChooseEventOutput(true, dir + "/absent") == EventOutput::kJsonLines);
+  EventLog log(EventLogOptions{.output = EventOutput::kJournal, .journal_socket = path});
+  log.Emit(Region(1));
+  char buf[4096];
+  const ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+  close(fd);
+  std::filesystem::remove_all(dir);
+  REQUIRE(n > 0);
+  const std::string d(buf, static_cast<size_t>(n));
+  CHECK(d.find("MESSAGE=region 1\n") == 0);
+  CHECK(d.find(Bytes("KPATH_STACK\n\x03\0\0\0\0\0\0\0a\nb\n")) != std::string::npos);
+}
+
+TEST_CASE("an event log whose output fails keeps its ring and counts the failure") {
+  EventLog log(EventLogOptions{.output = EventOutput::kJournal,
+                               .journal_socket = "/nonexistent/kpath/socket"});
+  log.Emit(Region(1));
+  CHECK(log.ring().size() == 1);
+  MetricFamilies families;
+  log.AppendFamilies(families);
+  bool failed = false;
+  for (const auto& m : families[1].metric) {
+    failed |= m.label[0].value == "output_failed" && m.counter.value == 1;
+  }
+  CHECK(failed);
+}
