@@ -15,6 +15,7 @@ std::string UsageText() {
   kpathd --check-config FILE
   kpathd --config FILE --reload PID [--timeout 30s]
   kpathd diagnose [--duration 30s] [--json] [--config FILE] [--log-level LEVEL]
+  kpathd events [--url URL] [--since SINCE] [--kind KIND] [--follow] [--json] [--config FILE]
   kpathd --version
 
 kpathd keeps eBPF probes attached and samples /proc to catch kernel pathologies (percpu memory
@@ -41,6 +42,17 @@ Options:
                        print what was found, pathology by pathology, with the evidence and the
                        fix (--json: the same as JSON). Exit 0: nothing found, 1: something
                        found, 2: error.
+  events               print the events of a running kpathd (IRQ-off regions, foreign hooks
+                       appearing and leaving, madvise storms; docs/events.md), oldest first,
+                       from its /events:
+                       --url (default http://127.0.0.1:PORT, PORT from --config's
+                       listen_address, else 9477; http://USER:PASSWORD@HOST:PORT for basic
+                       auth), --since a sequence number (42), an RFC 3339 time
+                       (2026-12-03T07:00:00Z), Unix seconds (@1796281200) or a duration back
+                       from now (1h); --kind irqoff_region, hook_appeared, hook_left,
+                       madvise_storm_start or madvise_storm_end;
+                       --follow: keep printing new events until interrupted; --json: one JSON
+                       object a line. Exit 0, or 1 when kpathd cannot be reached.
   --version            print version and exit
   --help               this text
 )";
@@ -52,7 +64,11 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
   if (args.size() > 1 && args[1] == "diagnose") {
     o.mode = CliOptions::Mode::kDiagnose;
     first = 2;
+  } else if (args.size() > 1 && args[1] == "events") {
+    o.mode = CliOptions::Mode::kEvents;
+    first = 2;
   }
+  const bool events = o.mode == CliOptions::Mode::kEvents;
   bool timeout_given = false;
   for (size_t i = first; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -123,6 +139,16 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       }
     } else if (name == "--json" && o.mode == CliOptions::Mode::kDiagnose && !inline_value) {
       o.diagnose_json = true;
+    } else if (name == "--json" && events && !inline_value) {
+      o.events_json = true;
+    } else if (name == "--follow" && events && !inline_value) {
+      o.events_follow = true;
+    } else if (name == "--url" && events) {
+      s = take(o.events_url);
+    } else if (name == "--since" && events) {
+      s = take(o.events_since);
+    } else if (name == "--kind" && events) {
+      s = take(o.events_kind);
     } else if (name == "--version" && !inline_value) {
       o.mode = CliOptions::Mode::kVersion;
     } else if ((name == "--help" || name == "-h") && !inline_value) {

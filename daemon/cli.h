@@ -14,11 +14,18 @@
 namespace kpath {
 
 struct CliOptions {
-  enum class Mode { kRun, kCheckConfig, kReload, kVersion, kHelp, kDiagnose };
+  enum class Mode { kRun, kCheckConfig, kReload, kVersion, kHelp, kDiagnose, kEvents };
   Mode mode = Mode::kRun;
   // `kpathd diagnose [--duration D] [--json]`: watch for D, print a report, exit.
   absl::Duration diagnose_duration = absl::Seconds(30);
   bool diagnose_json = false;
+  // `kpathd events [--url URL] [--since S] [--kind K] [--follow] [--json]`: print a running
+  // kpathd's events (daemon/events/events_client.h).
+  std::optional<std::string> events_url;
+  std::optional<std::string> events_since;
+  std::optional<std::string> events_kind;
+  bool events_follow = false;
+  bool events_json = false;
   // `kpathd --config FILE --reload PID [--timeout 30s]`: check FILE, have the kpathd PID reload
   // it, wait for its answer (daemon/reload_request.h).
   pid_t reload_pid = 0;

@@ -310,6 +310,10 @@ std::string CollectorSet::StatusLine() const {
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 
+void CollectorSet::SetEventSink(EventSink* sink) {
+  for (auto& c : collectors_) c->SetEventSink(sink);
+}
+
 void CollectorSet::SetLabelLimits(const LabelLimits& limits) {
   for (auto& c : collectors_) c->SetLabelLimits(limits);
 }

@@ -36,6 +36,8 @@ class CollectorSet {
   // One collection of everything: the families to publish.
   MetricFamilies CollectAll();
   void StopAll();
+  // Where every collector's events go (Collector::SetEventSink); before StartAll.
+  void SetEventSink(EventSink* sink);
   // Applies reloaded label limits to every collector.
   void SetLabelLimits(const LabelLimits& limits);
   // Calls `fn` with every collector, in order (from the thread that collects).

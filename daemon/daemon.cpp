@@ -100,27 +100,40 @@ int Daemon::Run() {
     return SnapshotNotReadyReason(snapshot_->PublishedAt(), std::chrono::steady_clock::now(),
                                   std::chrono::steady_clock::duration(stale_after_.load()));
   };
+  // Without journald, events are lines of the log (at info, whatever log_level says), formatted
+  // as every other line: the "<N>" priority or the timestamp.
+  events_ = std::make_unique<EventLog>(
+      EventLogOptions{.output = ChooseEventOutput(IsJournalStream(STDERR_FILENO)),
+                      .write_line = [](const std::string& line) {
+                        const spdlog::details::log_msg msg(spdlog::source_loc{}, "kpathd",
+                                                           spdlog::level::info, line);
+                        for (const spdlog::sink_ptr& sink : spdlog::default_logger()->sinks())
+                          sink->log(msg);
+                      }});
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
       RunOnThreadLimitedTo(WebThreadCapabilities(config_.listen_address), [&] {
-        return MetricsServer::Start(config_.listen_address, config_.web, snapshot_, readiness);
+        return MetricsServer::Start(config_.listen_address, config_.web, snapshot_, readiness,
+                                    &events_->ring());
       });
   if (!server.ok()) {
     spdlog::critical("{}", std::string(server.status().message()));
     return server.status().code() == absl::StatusCode::kUnavailable ? 1 : 2;
   }
   metrics_server_ = *std::move(server);
-  spdlog::info("/metrics: {}", metrics_server_->SecuritySummary());
+  spdlog::info("/metrics and /events: {}; events also to {}", metrics_server_->SecuritySummary(),
+               EventOutputName(events_->output()));
 
   const std::set<int> tracing_mounts = TracingMountIds();
   kernel_ = KernelFeaturesFor(config_);
   collectors_ = BuildCollectorSet(config_, kernel_.get());
+  collectors_->SetEventSink(events_.get());
   collectors_->StartAll();
   // Every probe is loaded: the BTF that chose their mechanisms is not needed until a restart.
   if (auto* live = dynamic_cast<LiveKernelFeatures*>(kernel_.get())) live->ReleaseBtf();
   // The first snapshot is served once the capabilities not needed from now on are gone: whoever
   // sees it (a scraper, the tests) sees the steady state that READY=1 announces. (Collected
   // before the drop, as start is still under way.)
-  auto first = collectors_->CollectAll();
+  auto first = Collect();
   DropToSteadyState(SteadyWork(tracing_mounts));
   snapshot_->Publish(std::move(first));
   std::string status = collectors_->StatusLine();
@@ -155,6 +168,12 @@ int Daemon::Run() {
   metrics_server_.reset();
   spdlog::info("stopped");
   return 0;
+}
+
+MetricFamilies Daemon::Collect() {
+  MetricFamilies families = collectors_->CollectAll();
+  events_->AppendFamilies(families);
+  return families;
 }
 
 SteadyStateWork Daemon::SteadyWork(const std::set<int>& tracing_mounts_before) const {
@@ -289,7 +308,7 @@ void Daemon::SamplerLoop() {
       for (pid_t requester : requesters) AnswerReloadRequest(requester, true);
     }
     if (now >= next_sample) {
-      snapshot_->Publish(collectors_->CollectAll());
+      snapshot_->Publish(Collect());
       std::string status = collectors_->StatusLine();
       notifier_.Status(status);
       spdlog::debug("collected: {}", status);

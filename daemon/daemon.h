@@ -14,6 +14,7 @@
 #include "daemon/cli.h"
 #include "daemon/collector_set.h"
 #include "daemon/config.h"
+#include "daemon/events/event_log.h"
 #include "daemon/least_privilege.h"
 #include "daemon/snapshot.h"
 #include "daemon/systemd_notify.h"
@@ -33,6 +34,8 @@ class Daemon {
 
  private:
   void SamplerLoop();
+  // Every collector's families, and the event log's.
+  MetricFamilies Collect();
   // SIGHUP. `requester`: the reload client to answer (reload_request.h), if one asked.
   void Reload(std::optional<pid_t> requester);
   // What the daemon goes on doing once started, for the capabilities it keeps.
@@ -44,6 +47,8 @@ class Daemon {
   std::shared_ptr<Snapshot> snapshot_ = std::make_shared<Snapshot>();
   // SnapshotStaleAfter(sampling_interval), in steady_clock ticks: /-/ready reads it.
   std::atomic<std::chrono::steady_clock::rep> stale_after_{0};
+  // What the probes report as events (/events, the journal); outlives the collectors and server.
+  std::unique_ptr<EventLog> events_;
   std::unique_ptr<KernelFeatures> kernel_;  // null when bpf.enabled is false
   std::unique_ptr<CollectorSet> collectors_;
   std::unique_ptr<MetricsServer> metrics_server_;

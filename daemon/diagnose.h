@@ -25,6 +25,10 @@ struct Observation {
   double irqoff_max_seconds = 0;  // the longest kpath_irqoff_max_seconds of every collection
   int cpus = 1;                   // online CPUs (per-CPU rates)
   bool interrupted = false;       // stopped early by SIGINT/SIGTERM
+  // Events (docs/events.md), one JSON line each: the running kpathd's (its IRQ-off regions of
+  // the last hour, the hooks it saw appear and leave) when one answers, else those of the watch.
+  std::vector<std::string> events = {};
+  std::string events_source = {};  // where `events` came from, for the report
 };
 
 // Where a pathology starts to count. The same lines as the alert rules, over a short watch.

@@ -12,6 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose.h"
+#include "daemon/events/events_client.h"
 #include "daemon/log_format.h"
 #include "daemon/reload_request.h"
 #include "daemon/web/metrics_server.h"
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     }
     case kpath::CliOptions::Mode::kRun:
     case kpath::CliOptions::Mode::kDiagnose:
+    case kpath::CliOptions::Mode::kEvents:
       break;
   }
 
@@ -97,6 +99,9 @@ int main(int argc, char** argv) {
   if (absl::Status s = kpath::ConfigureLogging(config.log_level); !s.ok()) {
     kpath::PrintError(absl::StrCat("kpathd: ", s.message()));
     return 2;
+  }
+  if (cli->mode == kpath::CliOptions::Mode::kEvents) {
+    return kpath::RunEventsCommand(*cli, config);
   }
   kpath::BlockDaemonSignals();
   if (cli->mode == kpath::CliOptions::Mode::kDiagnose) {

@@ -3,13 +3,55 @@
 #include <algorithm>
 
 #include "daemon/diagnose/rule.h"
+#include "daemon/events/event_json.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "probes/hooks/hooks_metrics.h"
 
 namespace kpath::diagnose {
 
+namespace {
+
+// "hooks that appeared since boot": those the running kpathd (or the watch) saw appear after its
+// first inventory, with when, and whether they left since.
+void AppearedHooks(const Observation& o, Finding& f) {
+  std::vector<std::string> appeared;
+  size_t at_start = 0;
+  for (const std::string& line : EventsOf(o, event_kind::kHookAppeared)) {
+    if (JsonField(line, "at_start") == "1") {
+      ++at_start;
+    } else {
+      appeared.push_back(fmt::format("  {}: {}", JsonField(line, "time").value_or("?"),
+                                     JsonField(line, "message").value_or("")));
+    }
+  }
+  const std::vector<std::string> left = EventsOf(o, event_kind::kHookLeft);
+  if (o.events_source.empty()) return;
+  f.evidence.push_back(fmt::format("{} hook{} appeared and {} left in {} ({} there at its start)",
+                                   appeared.size(), appeared.size() == 1 ? "" : "s", left.size(),
+                                   o.events_source, at_start));
+  for (size_t i = 0; i < appeared.size() && i < 10; ++i) f.evidence.push_back(appeared[i]);
+  if (appeared.size() > 10)
+    f.evidence.push_back(fmt::format("  ... {} more", appeared.size() - 10));
+  for (size_t i = 0; i < left.size() && i < 10; ++i) {
+    f.evidence.push_back(fmt::format("  {}: {}", JsonField(left[i], "time").value_or("?"),
+                                     JsonField(left[i], "message").value_or("")));
+  }
+}
+
+void InventoryHooks(const Watch& w, Finding& f);
+
+}  // namespace
+
 void ForeignHooks(const Watch& w, Finding& f) {
+  InventoryHooks(w, f);
+  if (f.state != Finding::State::kNotChecked) AppearedHooks(w.observation, f);
+}
+
+namespace {
+
+// The inventory at the end of the watch: hooks on hot functions, and the CPU their programs cost.
+void InventoryHooks(const Watch& w, Finding& f) {
   if (!w.last.Has(hooks_metrics::kForeignHooks)) {
     f.state = Finding::State::kNotChecked;
     f.summary = "not checked: the foreign-hook inventory is off (hooks.enabled) or failing";
@@ -83,5 +125,7 @@ void ForeignHooks(const Watch& w, Finding& f) {
       "from 30% to under 10%). Risk: it disarms all kprobes, other tools' too, and the agent may "
       "fail silently; tracepoints, fentry and uprobes stay. Not persistent across reboots.");
 }
+
+}  // namespace
 
 }  // namespace kpath::diagnose

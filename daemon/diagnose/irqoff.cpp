@@ -1,8 +1,10 @@
 // seeds 001 and 004: IRQ-disabled regions, by process and the kernel function that held IRQs
 // off.
+#include <algorithm>
 #include <string_view>
 
 #include "daemon/diagnose/rule.h"
+#include "daemon/events/event_json.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "probes/irqoff/irqoff_metrics.h"
@@ -17,10 +19,28 @@ bool SlabinfoCulprit(const std::string& culprit) {
   return false;
 }
 
-}  // namespace
+// "the 5 longest IRQ-off regions" of the events (the last hour of the running kpathd's, or the
+// watch's), with their CPU, time and stack: evidence, whatever the watch itself saw.
+void LongestRegions(const Observation& o, Finding& f) {
+  std::vector<std::pair<double, std::string>> regions;
+  for (const std::string& line : EventsOf(o, event_kind::kIrqOffRegion)) {
+    const double seconds = std::stod(JsonField(line, "seconds").value_or("0"));
+    regions.emplace_back(seconds, fmt::format("{}: {}", JsonField(line, "time").value_or("?"),
+                                              JsonField(line, "message").value_or("")));
+  }
+  if (regions.empty()) return;
+  std::stable_sort(regions.begin(), regions.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  f.evidence.push_back(
+      fmt::format("the {} longest of {} region{} in {}:", std::min<size_t>(regions.size(), 5),
+                  regions.size(), regions.size() == 1 ? "" : "s", o.events_source));
+  for (size_t i = 0; i < regions.size() && i < 5; ++i) {
+    f.evidence.push_back(fmt::format("  {}", regions[i].second));
+  }
+}
 
-void IrqOff(const Watch& w, Finding& f) {
-  if (!w.Require("irqoff", f)) return;
+// What the watch counted, by process and culprit.
+void WatchedRegions(const Watch& w, Finding& f) {
   double threshold = w.last.Value(irqoff_metrics::kThresholdSeconds).value_or(0.01);
   auto regions = w.Growth(irqoff_metrics::kRegionsTotal, {"comm", "culprit"});
   double total = Total(regions);
@@ -60,6 +80,14 @@ void IrqOff(const Watch& w, Finding& f) {
       "with spin_lock_bh: 369 us -> 47 us): a kernel fix from the vendor. Meanwhile move "
       "latency-sensitive IRQs and RPS off that CPU (/proc/irq/N/smp_affinity, rps_cpus). Risk: "
       "other CPUs take that load.");
+}
+
+}  // namespace
+
+void IrqOff(const Watch& w, Finding& f) {
+  if (!w.Require("irqoff", f)) return;
+  WatchedRegions(w, f);
+  LongestRegions(w.observation, f);
 }
 
 }  // namespace kpath::diagnose

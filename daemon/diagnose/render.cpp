@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "daemon/diagnose/rule.h"
+#include "daemon/events/event_json.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 
@@ -24,32 +25,8 @@ std::string StateWord(Finding::State s) {
   return "?";
 }
 
-std::string Json(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+// Any byte of a comm or a kernel name escaped, invalid UTF-8 replaced (the events' encoder).
+std::string Json(std::string_view s) { return JsonString(s); }
 
 std::string Json(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 

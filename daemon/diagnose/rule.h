@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "daemon/diagnose.h"
@@ -38,6 +39,9 @@ class Watch {
   // For a rule that needs `probe`: false, with `f` marked not checked, when it is not attached.
   bool Require(const std::string& probe, Finding& f) const;
 };
+
+// The events of the observation of `kind` (JSON lines), oldest first.
+std::vector<std::string> EventsOf(const Observation& o, std::string_view kind);
 
 std::string Bytes(double b);
 std::string Seconds(double s);

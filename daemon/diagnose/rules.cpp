@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "daemon/diagnose/rule.h"
+#include "daemon/events/event_json.h"
 #include "fmt/format.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/collect/human_units.h"
@@ -55,6 +56,14 @@ const std::vector<Rule>& Rules() {
 }
 
 }  // namespace
+
+std::vector<std::string> EventsOf(const Observation& o, std::string_view kind) {
+  std::vector<std::string> out;
+  for (const std::string& line : o.events) {
+    if (JsonField(line, "kind") == kind) out.push_back(line);
+  }
+  return out;
+}
 
 double Watch::Seconds() const { return std::max(observation.elapsed_seconds, 1e-3); }
 

@@ -11,6 +11,9 @@
 #include "daemon/collector_set.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose/rule.h"
+#include "daemon/events/event_json.h"
+#include "daemon/events/event_log.h"
+#include "daemon/events/events_client.h"
 #include "probes/cgroups/cgroups_metrics.h"
 #include "probes/irqoff/irqoff_metrics.h"
 #include "probes/procfs/procfs_metrics.h"
@@ -22,6 +25,62 @@ using diagnose::Bytes;
 using diagnose::Samples;
 using diagnose::SumBy;
 using diagnose::Total;
+
+namespace {
+
+// The running kpathd's events (`query`: of /events), one JSON line each; an error when none
+// answers at `url`.
+absl::StatusOr<std::vector<std::string>> DaemonEvents(const EventsUrl& url,
+                                                      const std::string& query) {
+  absl::StatusOr<HttpReply> reply =
+      HttpGet(url, "/events?format=lines&limit=10000&" + query, std::chrono::seconds(5));
+  if (!reply.ok()) return reply.status();
+  if (reply->status != 200) {
+    return absl::UnavailableError(fmt::format("HTTP {} from /events", reply->status));
+  }
+  std::vector<std::string> lines;
+  size_t start = reply->body.find('\n');  // after the header
+  while (start != std::string::npos && start + 1 < reply->body.size()) {
+    const size_t end = reply->body.find('\n', start + 1);
+    lines.push_back(reply->body.substr(start + 1, end - start - 1));
+    start = end;
+  }
+  return lines;
+}
+
+// Events for the report: the running kpathd's IRQ-off regions of the last hour and every hook
+// event it kept (since it started, at boot for the service), or, when no kpathd answers on the
+// configured address, those of the watch.
+void TakeEvents(const Config& config, const EventRing& watched, Observation& o) {
+  const EventsUrl url = DefaultEventsUrl(config.listen_address);
+  std::vector<std::string> lines;
+  absl::Status status;
+  for (const char* query :
+       {"kind=irqoff_region&since=1h", "kind=hook_appeared", "kind=hook_left"}) {
+    absl::StatusOr<std::vector<std::string>> got = DaemonEvents(url, query);
+    if (!got.ok()) {
+      status = got.status();
+      break;
+    }
+    lines.insert(lines.end(), got->begin(), got->end());
+  }
+  if (status.ok()) {
+    o.events = std::move(lines);
+    o.events_source = fmt::format(
+        "the running kpathd's events (http://{}:{}/events; IRQ-off regions of the "
+        "last hour)",
+        url.host, url.port);
+    return;
+  }
+  spdlog::info("diagnose: no events from a running kpathd ({}); reporting the watch's",
+               std::string(status.message()));
+  for (const auto& event : watched.After(0, watched.size()).events) {
+    o.events.push_back(EventJson(*event));
+  }
+  o.events_source = "this watch (no kpathd answered at the configured listen_address)";
+}
+
+}  // namespace
 
 int RunDiagnose(const CliOptions& cli, Config config) {
   // The report is the output; probe attachment lines are for --log-level info.
@@ -35,6 +94,9 @@ int RunDiagnose(const CliOptions& cli, Config config) {
   const bool tty = isatty(STDERR_FILENO) == 1;
   std::unique_ptr<KernelFeatures> kernel = KernelFeaturesFor(config);
   std::unique_ptr<CollectorSet> collectors = BuildCollectorSet(config, kernel.get());
+  // The watch's own events, kept for the report (not written anywhere).
+  EventLog events(EventLogOptions{.output = EventOutput::kNone});
+  collectors->SetEventSink(&events);
   collectors->StartAll();
 
   Observation o;
@@ -95,6 +157,7 @@ int RunDiagnose(const CliOptions& cli, Config config) {
   o.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   collectors->StopAll();
   collectors.reset();
+  TakeEvents(config, events.ring(), o);
 
   Diagnosis d = Diagnose(o);
   d.kernel_release = BuildInfo::Current().kernel_release;

@@ -3,21 +3,40 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/events/events_query.h"
 
 namespace kpath {
+namespace {
+
+// 405 for a method but GET and HEAD, 401 without the credentials asked for; nullopt: go on.
+std::optional<HealthReply> Refusal(std::string_view method, bool authorized) {
+  if (method != "GET" && method != "HEAD") return HealthReply{405, "only GET and HEAD\n"};
+  if (!authorized) return HealthReply{401, "Unauthorized\n", /*challenge=*/true};
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::optional<HealthReply> HealthEndpointReply(std::string_view path, std::string_view method,
                                                bool authorized, const ReadinessCheck& readiness) {
   const bool healthy = path == "/-/healthy";
   if (!healthy && path != "/-/ready") return std::nullopt;
-  if (method != "GET" && method != "HEAD") {
-    return HealthReply{405, "only GET and HEAD\n"};
-  }
-  if (!authorized) return HealthReply{401, "Unauthorized\n", /*challenge=*/true};
+  if (std::optional<HealthReply> refused = Refusal(method, authorized)) return refused;
   if (healthy) return HealthReply{200, "kpathd is healthy.\n"};
   std::string reason = readiness ? readiness() : std::string();
   if (!reason.empty()) return HealthReply{503, absl::StrCat("kpathd is not ready: ", reason, "\n")};
   return HealthReply{200, "kpathd is ready.\n"};
+}
+
+HealthReply EventsEndpointReply(const EventRing& events, std::string_view method,
+                                std::string_view query, bool authorized) {
+  if (std::optional<HealthReply> refused = Refusal(method, authorized)) return *refused;
+  absl::StatusOr<EventsQuery> parsed = ParseEventsQuery(query, absl::Now());
+  if (!parsed.ok())
+    return HealthReply{400, absl::StrCat("/events: ", parsed.status().message(), "\n")};
+  HealthReply reply{200, EventsReplyJson(events, *parsed)};
+  reply.content_type = "application/json";
+  return reply;
 }
 
 std::optional<BasicCredentials> ParseBasicAuthorization(std::string_view header_value) {

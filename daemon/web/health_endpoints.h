@@ -17,8 +17,9 @@ using ReadinessCheck = std::function<std::string()>;
 
 struct HealthReply {
   int status = 200;
-  std::string body;        // one line, ending in "\n"
+  std::string body;        // one line, ending in "\n" (a JSON document for /events)
   bool challenge = false;  // 401: ask for basic auth (WWW-Authenticate)
+  std::string content_type = "text/plain; charset=utf-8";
 };
 
 // The answer to a request for `path` (the URI without its query), or nullopt when `path` is not
@@ -26,6 +27,12 @@ struct HealthReply {
 // A null `readiness` is always ready.
 std::optional<HealthReply> HealthEndpointReply(std::string_view path, std::string_view method,
                                                bool authorized, const ReadinessCheck& readiness);
+
+class EventRing;
+// The answer to GET /events?<query> (events_query.h): 200 with JSON, 400 naming what is wrong
+// in the query, 401 and 405 as the health endpoints.
+HealthReply EventsEndpointReply(const EventRing& events, std::string_view method,
+                                std::string_view query, bool authorized);
 
 // The user and password of an "Authorization: Basic ..." header value; nullopt when it is not
 // one.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/events/events_query.h"
 #include "daemon/web/thread_stack.h"
 #include "fmt/format.h"
 #include "prometheus/exposer.h"
@@ -70,22 +71,22 @@ int CloseWhenBusy(mg_connection* conn) {
   return 0;  // 0: civetweb goes on and serves the request
 }
 
-// /-/healthy and /-/ready, answered before civetweb looks for a handler (prometheus-cpp's
-// Exposer registers only /metrics and keeps its CivetServer to itself). Returns the status sent,
-// or 0 for every other path.
-int AnswerHealthEndpoint(mg_connection* conn) {
+// /-/healthy, /-/ready and /events, answered before civetweb looks for a handler
+// (prometheus-cpp's Exposer registers only /metrics and keeps its CivetServer to itself). Returns
+// the status sent, or 0 for every other path.
+int AnswerOwnEndpoint(mg_connection* conn) {
   const MetricsServer* server = health_server.load();
   const mg_request_info* request = mg_get_request_info(conn);
   if (server == nullptr || request->local_uri == nullptr || request->request_method == nullptr) {
     return 0;
   }
   const std::string_view method = request->request_method;
-  std::optional<HealthReply> reply =
-      server->HealthReplyFor(request->local_uri, method, mg_get_header(conn, "Authorization"));
+  std::optional<HealthReply> reply = server->ReplyFor(
+      request->local_uri, method, request->query_string, mg_get_header(conn, "Authorization"));
   if (!reply) return 0;
   const std::string length = std::to_string(reply->body.size());
   mg_response_header_start(conn, reply->status);
-  mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);
+  mg_response_header_add(conn, "Content-Type", reply->content_type.c_str(), -1);
   mg_response_header_add(conn, "Cache-Control", "no-store", -1);
   mg_response_header_add(conn, "Content-Length", length.c_str(), -1);
   if (reply->challenge) {
@@ -99,7 +100,7 @@ int AnswerHealthEndpoint(mg_connection* conn) {
 
 int BeginRequest(mg_connection* conn) {
   CloseWhenBusy(conn);
-  return AnswerHealthEndpoint(conn);
+  return AnswerOwnEndpoint(conn);
 }
 
 // Called on the worker thread as civetweb closes each connection, with the request's deep calls
@@ -208,7 +209,8 @@ MetricsServer::MetricsServer(std::string listen_address, WebSecurity security)
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& listen_address, const WebServerConfig& web,
-    const std::weak_ptr<prometheus::Collectable>& collectable, ReadinessCheck readiness) {
+    const std::weak_ptr<prometheus::Collectable>& collectable, ReadinessCheck readiness,
+    const EventRing* events) {
   absl::StatusOr<WebSecurity> security = LoadWebSecurity(web);
   if (!security.ok()) return security.status();
   if (security->tls) {
@@ -216,6 +218,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   }
   std::unique_ptr<MetricsServer> server(new MetricsServer(listen_address, *std::move(security)));
   server->readiness_ = std::move(readiness);
+  server->events_ = events;
   CivetCallbacks callbacks;
   callbacks.log_message = LogCivetwebMessage;
   callbacks.init_connection = CountConnection;
@@ -250,10 +253,11 @@ MetricsServer::~MetricsServer() {
   health_server.compare_exchange_strong(self, nullptr);
 }
 
-std::optional<HealthReply> MetricsServer::HealthReplyFor(std::string_view path,
-                                                         std::string_view method,
-                                                         const char* authorization) const {
-  if (path != "/-/healthy" && path != "/-/ready") return std::nullopt;
+std::optional<HealthReply> MetricsServer::ReplyFor(std::string_view path, std::string_view method,
+                                                   const char* query,
+                                                   const char* authorization) const {
+  const bool events = path == "/events" && events_ != nullptr;
+  if (path != "/-/healthy" && path != "/-/ready" && !events) return std::nullopt;
   // The same users as /metrics: the exporter-toolkit protects every path, health ones included.
   bool authorized = true;
   if (std::shared_ptr<BasicAuthUsers> users = Users()) {
@@ -261,6 +265,7 @@ std::optional<HealthReply> MetricsServer::HealthReplyFor(std::string_view path,
         authorization ? ParseBasicAuthorization(authorization) : std::nullopt;
     authorized = credentials && users->Check(credentials->user, credentials->password);
   }
+  if (events) return EventsEndpointReply(*events_, method, query ? query : "", authorized);
   return HealthEndpointReply(path, method, authorized, readiness_);
 }
 

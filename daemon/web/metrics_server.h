@@ -26,6 +26,8 @@ class Exposer;
 
 namespace kpath {
 
+class EventRing;
+
 // The web configuration file of a `web:` section, read, with its certificates and hashes checked.
 struct WebSecurity {
   WebConfig file;
@@ -42,13 +44,15 @@ std::vector<std::string> CivetwebOptions(const std::string& listen_address,
 
 class MetricsServer {
  public:
-  // Binds `listen_address` and serves `collectable` at /metrics, and /-/healthy and /-/ready
-  // (health_endpoints.h; `readiness` null: always ready) behind the same TLS and basic auth.
+  // Binds `listen_address` and serves `collectable` at /metrics, /-/healthy and /-/ready
+  // (health_endpoints.h; `readiness` null: always ready) and `events` at /events
+  // (events_query.h; null: 404) behind the same TLS and basic auth. `events` outlives the server.
   // Errors: InvalidArgument for the web configuration, FailedPrecondition when TLS cannot be
   // served here, Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& listen_address, const WebServerConfig& web,
-      const std::weak_ptr<prometheus::Collectable>& collectable, ReadinessCheck readiness = {});
+      const std::weak_ptr<prometheus::Collectable>& collectable, ReadinessCheck readiness = {},
+      const EventRing* events = nullptr);
   // Stops at once, even with civetweb's master thread asleep in poll().
   ~MetricsServer();
 
@@ -62,10 +66,11 @@ class MetricsServer {
   std::string Url() const;
   std::string SecuritySummary() const;
 
-  // The reply to a request for `path` if it is a health endpoint, else nullopt (civetweb's
-  // thread; `authorization`: the Authorization header, or null).
-  std::optional<HealthReply> HealthReplyFor(std::string_view path, std::string_view method,
-                                            const char* authorization) const;
+  // The reply to a request for `path` if it is a health endpoint or /events, else nullopt
+  // (civetweb's thread; `query`: the query string, or null; `authorization`: the Authorization
+  // header, or null).
+  std::optional<HealthReply> ReplyFor(std::string_view path, std::string_view method,
+                                      const char* query, const char* authorization) const;
 
  private:
   MetricsServer(std::string listen_address, WebSecurity security);
@@ -78,6 +83,7 @@ class MetricsServer {
   const std::string listen_address_;
   const bool tls_on_;
   ReadinessCheck readiness_;
+  const EventRing* events_ = nullptr;
   mutable absl::Mutex mu_;
   WebSecurity security_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> auth_registered_{false};

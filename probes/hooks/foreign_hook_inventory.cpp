@@ -332,6 +332,13 @@ void ForeignHookInventory::Refresh() {
   context.qualify_tracepoint = [this](std::string_view event) { return QualifyTracepoint(event); };
   inventory_ = BuildHookInventory(tracing, bpf ? &*bpf : nullptr, context);
   fingerprint_ = FingerprintHookSet(inventory_.hooks);
+  std::set<HookIdentity> identities = HookIdentities(inventory_.hooks);
+  if (events_) {
+    for (Event& event : HookSetEvents(identities_, identities, refreshes_ == 1, absl::Now())) {
+      events_->Emit(std::move(event));
+    }
+  }
+  identities_ = std::move(identities);
   AccountCost();
 
   size_t hot = std::count_if(inventory_.hooks.begin(), inventory_.hooks.end(),

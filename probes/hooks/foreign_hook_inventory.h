@@ -26,6 +26,7 @@
 #include "probes/hooks/bpf_objects.h"
 #include "probes/hooks/bpf_stats_sampler.h"
 #include "probes/hooks/debugfs_mount.h"
+#include "probes/hooks/hook_events.h"
 #include "probes/hooks/hook_inventory.h"
 #include "probes/hooks/hook_set_fingerprint.h"
 #include "probes/hooks/hooks_config.h"
@@ -56,6 +57,7 @@ class ForeignHookInventory final : public Collector {
   absl::Status Collect(MetricFamilies& out) override;
   void Stop() override;
   void SetLabelLimits(const LabelLimits& limits) override;
+  void SetEventSink(EventSink* sink) override { events_ = sink; }
   std::string StatusFragment() const override { return status_; }
 
   // The last inventory (for tests and the STATUS line).
@@ -84,6 +86,8 @@ class ForeignHookInventory final : public Collector {
   std::chrono::steady_clock::time_point next_refresh_;
   HookInventory inventory_;
   HookSetFingerprint fingerprint_;  // of inventory_
+  EventSink* events_ = nullptr;     // hooks appearing and leaving
+  std::set<HookIdentity> identities_;  // of inventory_, for the next refresh's events
   std::map<std::string, bool> source_available_;
   std::optional<bool> kprobes_enabled_;
   size_t processes_scanned_ = 0;

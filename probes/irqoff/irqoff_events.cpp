@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "fmt/format.h"
 #include "fmt/ranges.h"
@@ -93,6 +94,33 @@ std::string DescribeRegion(const IrqOffRegion& region) {
                      region.cpu, region.comm, region.pid, region.culprit, where, stack, witness);
 }
 
+Event RegionEvent(const IrqOffRegion& region, absl::Time end) {
+  Event event;
+  event.kind = std::string(event_kind::kIrqOffRegion);
+  event.time = end;
+  event.message = fmt::format("IRQs off {}", DescribeRegion(region));
+  event.fields = {
+      {"seconds", region.seconds},
+      {"cpu", int64_t{region.cpu}},
+      {"pid", int64_t{region.pid}},
+      {"comm", region.comm},
+      {"culprit", region.culprit},
+      {"stack", region.frames},
+      {"landed", std::string(region.user_mode       ? "user"
+                             : region.task_switched ? "next_thread"
+                                                    : "holder")},
+      {"witnessed", int64_t{region.unwitnessed ? 0 : 1}},
+  };
+  return event;
+}
+
+absl::Time WallTimeOfMonotonic(uint64_t monotonic_ns) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t now_ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  return absl::Now() - absl::Nanoseconds(now_ns - static_cast<int64_t>(monotonic_ns));
+}
+
 absl::Status IrqOffProbe::OpenEventBuffer() {
   if (kernel_.HasRingBuffer()) {
     ring_ =
@@ -111,6 +139,7 @@ void IrqOffProbe::CountRegions(uint64_t events_lost) {
   regions.reserve(drained_events_.size());
   for (const irqoff_event& event : drained_events_) {
     regions.push_back(RegionFromEvent(event, *symbolizer_));
+    if (events_) events_->Emit(RegionEvent(regions.back(), WallTimeOfMonotonic(event.end_ns)));
   }
   drained_events_.clear();
   const uint64_t one = 1;

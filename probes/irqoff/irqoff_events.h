@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "probes/collect/event_sink.h"
 #include "probes/kernel/kernel_symbolizer.h"
 
 struct irqoff_event;
@@ -31,6 +32,12 @@ IrqOffRegion RegionFromEvent(const irqoff_event& event, KernelSymbolizer& symbol
 
 // "23.1 ms on CPU 1 in ss (pid 4242), culprit get_slabinfo; stack: a <- b <- c"
 std::string DescribeRegion(const IrqOffRegion& region);
+
+// The region as an event (kind irqoff_region) that ended at `end`: seconds, cpu, pid, comm,
+// culprit, stack (innermost first), and where the late interrupt landed.
+Event RegionEvent(const IrqOffRegion& region, absl::Time end);
+// The wall-clock time of a bpf_ktime_get_ns() reading (CLOCK_MONOTONIC).
+absl::Time WallTimeOfMonotonic(uint64_t monotonic_ns);
 
 // "2.5ms": a duration as irqoff's plan targets and log lines write it.
 std::string FormatMs(absl::Duration d);

@@ -62,6 +62,7 @@ class IrqOffProbe final : public BpfProbe {
   absl::Status Start() override;
   absl::Status Collect(MetricFamilies& out) override;
   void SetLabelLimits(const LabelLimits& labels) override;
+  void SetEventSink(EventSink* sink) override { events_ = sink; }
   std::vector<AttachPlan> Plans() const override;
   absl::Status Supported(const AttachPlan& plan) override;
   absl::Status Attach(const AttachPlan& plan) override;
@@ -152,6 +153,7 @@ class IrqOffProbe final : public BpfProbe {
 
   std::unique_ptr<KernelSymbolizer> symbolizer_;
   std::vector<irqoff_event> drained_events_;  // filled by the buffer callbacks
+  EventSink* events_ = nullptr;               // each region, as an event
   FoldedCounters regions_;
   uint64_t events_lost_seen_ = 0;
   // Each sample's maximum over irqoff.max_window: what kpath_irqoff_max_seconds exports.

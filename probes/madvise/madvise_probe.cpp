@@ -433,6 +433,14 @@ absl::Status MadviseProbe::Collect(MetricFamilies& out) {
     }
   }
   if (seconds > 0) top_calls_per_second_ = static_cast<double>(top_calls) / seconds;
+  if (event_sink_ && seconds > 0) {
+    std::map<std::string, double> rates;
+    for (const auto& [comm, calls] : calls_by_comm)
+      rates[comm] = static_cast<double>(calls) / seconds;
+    for (Event& event : storms_.Update(rates, storm_threshold_, absl::Now())) {
+      event_sink_->Emit(std::move(event));
+    }
+  }
 
   for (uint32_t e = 0; e < MADVISE_EVENT_MAX; ++e) {
     absl::StatusOr<uint64_t> n = EventCount(e);

@@ -22,6 +22,7 @@
 #include "probes/collect/label_limits.h"
 #include "probes/collect/label_values.h"
 #include "probes/kernel/kernel_features.h"
+#include "probes/madvise/madvise_storms.h"
 
 struct madvise_bpf;
 struct madvise_fentry_bpf;
@@ -74,6 +75,7 @@ class MadviseProbe final : public BpfProbe {
   void SetLabelLimits(const LabelLimits& limits) override;
   std::string StatusFragment() const override;
   void SetStormThreshold(double calls_per_second) { storm_threshold_ = calls_per_second; }
+  void SetEventSink(EventSink* sink) override { event_sink_ = sink; }
 
   std::vector<AttachPlan> Plans() const override;
   absl::Status Supported(const AttachPlan& plan) override;
@@ -121,6 +123,8 @@ class MadviseProbe final : public BpfProbe {
   std::vector<uint64_t> events_;
   std::chrono::steady_clock::time_point last_drain_;
   double storm_threshold_;
+  EventSink* event_sink_ = nullptr;  // storms starting and ending
+  MadviseStorms storms_;
   std::string top_comm_;  // the last interval's busiest caller and its rate
   double top_calls_per_second_ = 0;
 };

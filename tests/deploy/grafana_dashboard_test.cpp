@@ -109,3 +109,32 @@ TEST_CASE("a panel shows which CPU holds IRQs off, on the selected node") {
   // Over time (a heatmap of the share of each CPU's time) and over the range (a bar per CPU).
   CHECK(types == std::set<std::string>{"heatmap", "bargauge"});
 }
+
+TEST_CASE("every event kind is an annotation of its own, per node, one step per window") {
+  // Prometheus-side annotations from kpath_events_total (docs/events.md, "Grafana"): the
+  // dashboard's one data source, no plugin. Each marks the minutes with events of its kinds.
+  std::set<std::string> annotated;
+  const std::regex kinds(R"re(kpath_events_total\{kind=~?"([a-z_|]+)")re");
+  const std::regex window(R"(\[([0-9]+)m\]\) > 0$)");
+  for (const YAML::Node& a : Dashboard()["annotations"]["list"]) {
+    const std::string expr = a["expr"].as<std::string>();
+    std::smatch m;
+    if (!std::regex_search(expr, m, kinds)) continue;
+    INFO(expr);
+    std::string list = m[1].str();
+    for (size_t start = 0; start <= list.size();) {
+      size_t bar = list.find('|', start);
+      if (bar == std::string::npos) bar = list.size();
+      annotated.insert(list.substr(start, bar - start));
+      start = bar + 1;
+    }
+    CHECK(expr.find("instance=~\"$node\"") != std::string::npos);
+    // The window is the step: each event's minute marked once.
+    std::smatch w;
+    REQUIRE(std::regex_search(expr, w, window));
+    CHECK(a["step"].as<std::string>() == std::to_string(std::stoi(w[1].str()) * 60) + "s");
+    CHECK(a["datasource"]["type"].as<std::string>() == "prometheus");
+  }
+  CHECK(annotated == std::set<std::string>{"irqoff_region", "hook_appeared", "hook_left",
+                                           "madvise_storm_start", "madvise_storm_end"});
+}

@@ -175,3 +175,38 @@ TEST_CASE("diagnose tells a probe off by configuration from one that failed to a
   CHECK_THAT(text, Catch::Contains("probes.madvise.mechanisms"));
   CHECK_THAT(text, !Catch::Contains("probe madvise is not attached"));
 }
+
+TEST_CASE(
+    "diagnose lists the 5 longest IRQ-off regions of the events and the hooks that "
+    "appeared, as evidence that does not change the verdict") {
+  Observation o{Healthy(0), Healthy(30), 30, 0.002, 40, false};
+  o.events_source = "the running kpathd's events";
+  for (int ms : {12, 40, 11, 25, 189, 13, 15}) {
+    o.events.push_back(
+        "{\"seq\":1,\"time\":\"2026-12-03T07:" + std::to_string(10 + ms % 40) +
+        ":00.000000Z\",\"kind\":\"irqoff_region\",\"message\":\"IRQs off " + std::to_string(ms) +
+        ".0 ms on CPU 3 in ss (pid 42), culprit get_slabinfo; stack: a <- b\",\"seconds\":" +
+        std::to_string(ms / 1000.0) + ",\"cpu\":3}");
+  }
+  o.events.push_back(
+      "{\"seq\":2,\"time\":\"2026-12-03T07:00:01.000000Z\",\"kind\":\"hook_appeared\",\"message\":"
+      "\"foreign kprobe on tcp_sendmsg (owner agent, unit agent.service) "
+      "appeared\",\"at_start\":0}");
+  o.events.push_back(
+      "{\"seq\":3,\"time\":\"2026-12-03T07:00:00.000000Z\",\"kind\":\"hook_appeared\",\"message\":"
+      "\"foreign ftrace on vfs_read (owner unknown, unit none) present when kpathd started\","
+      "\"at_start\":1}");
+  Diagnosis d = Diagnose(o);
+  CHECK_FALSE(d.AnythingFound());  // the watch saw nothing: the verdict is the watch's
+  const std::string text = RenderText(d);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("- the 5 longest of 7 regions in the running kpathd's events:\n"
+                                   "         -   2026-12-03T07:39:00.000000Z: IRQs off 189.0 ms on "
+                                   "CPU 3 in ss (pid 42), culprit get_slabinfo; stack: a <- b\n"
+                                   "         -   2026-12-03T07:10:00.000000Z: IRQs off 40.0 ms"));
+  CHECK_THAT(text, !Catch::Contains("IRQs off 11.0 ms"));  // the 6th and 7th longest
+  CHECK_THAT(text, Catch::Contains("1 hook appeared and 0 left in the running kpathd's events (1 "
+                                   "there at its start)\n         -   2026-12-03T07:00:01.000000Z: "
+                                   "foreign kprobe on tcp_sendmsg (owner agent, unit "
+                                   "agent.service) appeared"));
+}

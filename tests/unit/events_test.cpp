@@ -1,6 +1,6 @@
 // Events (docs/events.md): the ring /events serves, their JSON and journal forms, the /events
 // query, the event log's outputs (a real datagram socket standing in for journald's, the log's
-// lines).
+// lines), the events of the probes and the client's reading of the replies.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,9 +13,13 @@
 #include "daemon/events/event_json.h"
 #include "daemon/events/event_log.h"
 #include "daemon/events/event_ring.h"
+#include "daemon/events/events_client.h"
 #include "daemon/events/events_metrics.h"
 #include "daemon/events/events_query.h"
 #include "daemon/events/journal_entry.h"
+#include "probes/hooks/hook_events.h"
+#include "probes/irqoff/irqoff_events.h"
+#include "probes/madvise/madvise_storms.h"
 
 using namespace kpath;
 
@@ -266,4 +270,96 @@ TEST_CASE("an event log whose output fails keeps its ring and counts the failure
     failed |= m.label[0].value == "output_failed" && m.counter.value == 1;
   }
   CHECK(failed);
+}
+
+TEST_CASE("an IRQ-off region's event names its CPU, process, culprit and stack") {
+  IrqOffRegion r;
+  r.seconds = 0.0301;
+  r.cpu = 3;
+  r.pid = 4242;
+  r.comm = "ss";
+  r.culprit = "get_slabinfo";
+  r.frames = {"get_slabinfo", "s_show", "seq_read"};
+  Event e = RegionEvent(r, absl::FromUnixSeconds(1796281200));
+  const std::string json = EventJson(StoredEvent{1, e});
+  CHECK(json.find("\"kind\":\"irqoff_region\"") != std::string::npos);
+  CHECK(json.find("\"message\":\"IRQs off 30.1 ms on CPU 3 in ss (pid 4242), culprit "
+                  "get_slabinfo; stack: get_slabinfo <- s_show <- seq_read\"") !=
+        std::string::npos);
+  CHECK(json.find("\"seconds\":0.0301,\"cpu\":3,\"pid\":4242,\"comm\":\"ss\",\"culprit\":"
+                  "\"get_slabinfo\",\"stack\":[\"get_slabinfo\",\"s_show\",\"seq_read\"],"
+                  "\"landed\":\"holder\"") != std::string::npos);
+}
+
+TEST_CASE("a monotonic clock reading is placed on the wall clock") {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t ns = static_cast<uint64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  const absl::Time t = WallTimeOfMonotonic(ns - 2'000'000'000);
+  CHECK(absl::Now() - t > absl::Seconds(1.9));
+  CHECK(absl::Now() - t < absl::Seconds(2.5));
+}
+
+TEST_CASE("hooks that appear and leave between inventories become events") {
+  const absl::Time t = absl::FromUnixSeconds(1796281200);
+  std::set<HookIdentity> before{{"kprobe", "tcp_sendmsg", "agent", "agent.service"},
+                                {"ftrace", "vfs_read", "unknown", "none"}};
+  std::set<HookIdentity> now{{"kprobe", "tcp_sendmsg", "agent", "agent.service"},
+                             {"fentry", "do_sys_openat2", "agent", "agent.service"}};
+  std::vector<Event> events = HookSetEvents(before, now, false, t);
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].kind == "hook_left");
+  CHECK(events[0].message == "foreign ftrace on vfs_read (owner unknown, unit none) left");
+  CHECK(events[1].kind == "hook_appeared");
+  CHECK(EventJson(StoredEvent{1, events[1]})
+            .find("\"hook_kind\":\"fentry\",\"target\":\"do_sys_openat2\",\"owner\":\"agent\","
+                  "\"unit\":\"agent.service\",\"at_start\":0}") != std::string::npos);
+  // The first inventory: what is there was there when kpathd started.
+  std::vector<Event> first = HookSetEvents({}, now, true, t);
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].message.find("present when kpathd started") != std::string::npos);
+  CHECK(HookSetEvents(now, now, false, t).empty());
+}
+
+TEST_CASE("a process's madvise storm starts at the threshold and ends below it, once each") {
+  MadviseStorms storms;
+  const absl::Time t = absl::FromUnixSeconds(1796281200);
+  CHECK(storms.Update({{"gateway", 900}}, 1000, t).empty());
+  std::vector<Event> start =
+      storms.Update({{"gateway", 41200}, {"quiet", 3}}, 1000, t + absl::Seconds(5));
+  REQUIRE(start.size() == 1);
+  CHECK(start[0].kind == "madvise_storm_start");
+  CHECK(start[0].message == "madvise storm: gateway 41200 calls/s (threshold 1000)");
+  // Still storming: nothing new, the peak kept.
+  CHECK(storms.Update({{"gateway", 50000}}, 1000, t + absl::Seconds(10)).empty());
+  // Gone from the interval (no calls): the storm ends, with its length and peak.
+  std::vector<Event> end = storms.Update({}, 1000, t + absl::Seconds(15));
+  REQUIRE(end.size() == 1);
+  CHECK(end[0].kind == "madvise_storm_end");
+  CHECK(EventJson(StoredEvent{1, end[0]})
+            .find("\"comm\":\"gateway\",\"calls_per_second\":0,\"peak_calls_per_second\":50000,"
+                  "\"seconds\":10}") != std::string::npos);
+  CHECK(storms.Update({}, 1000, t + absl::Seconds(20)).empty());
+}
+
+TEST_CASE("kpathd events reads URLs and the fields of kpathd's JSON lines") {
+  absl::StatusOr<EventsUrl> u = ParseEventsUrl("http://me:s3cret@10.0.0.1:9555/");
+  REQUIRE(u.ok());
+  CHECK(u->host == "10.0.0.1");
+  CHECK(u->port == 9555);
+  CHECK(u->authorization == "Basic bWU6czNjcmV0");
+  CHECK(ParseEventsUrl("http://[::1]:9477")->host == "::1");
+  CHECK(ParseEventsUrl("http://localhost")->port == 9477);
+  for (const char* bad :
+       {"https://h:1", "ftp://h", "http://h:0", "http://h:x", "http://h/metrics", "http://"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseEventsUrl(bad).ok());
+  }
+  CHECK(DefaultEventsUrl("0.0.0.0:9600").port == 9600);
+  const std::string line = EventJson(StoredEvent{
+      3, Event{"irqoff_region", absl::UnixEpoch(), "a \"b\"\n\xff", {{"cpu", int64_t{1}}}}});
+  CHECK(JsonField(line, "message") == "a \"b\"\n\xEF\xBF\xBD");
+  CHECK(JsonField(line, "seq") == "3");
+  CHECK(JsonField(line, "cpu") == "1");
+  CHECK_FALSE(JsonField(line, "pid"));
 }

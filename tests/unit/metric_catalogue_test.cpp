@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/events/events_metrics.h"
 #include "probes/cgroups/cgroups_metrics.h"
 #include "probes/collect/health_metrics.h"
 #include "probes/hooks/hooks_metrics.h"
@@ -42,6 +43,7 @@ std::map<std::string, MetricSpec> Catalogue() {
   add(slab_metrics::kAll);
   add(hooks_metrics::kAll);
   add(madvise_metrics::kAll);
+  add(events_metrics::kAll);
   return out;
 }
 
@@ -161,13 +163,16 @@ TEST_CASE("metric catalogue: every *_metrics.h of the tree is in the catalogue")
   const std::set<std::string> catalogued = Names(Catalogue());
   std::set<std::string> declared;
   const std::regex spec(R"re(inline constexpr MetricSpec \w+\{\s*"([a-z0-9_]+)")re");
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(std::string(KPATH_SOURCE_DIR) + "/probes")) {
-    const std::string path = entry.path().string();
-    if (!path.ends_with("_metrics.h")) continue;
-    const std::string text = ReadFile(path.substr(std::string(KPATH_SOURCE_DIR).size() + 1));
-    for (std::sregex_iterator it(text.begin(), text.end(), spec), end; it != end; ++it) {
-      declared.insert((*it)[1]);
+  // The probes' headers, and the daemon's own (daemon/events/events_metrics.h).
+  for (const char* dir : {"/probes", "/daemon"}) {
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::string(KPATH_SOURCE_DIR) + dir)) {
+      const std::string path = entry.path().string();
+      if (!path.ends_with("_metrics.h")) continue;
+      const std::string text = ReadFile(path.substr(std::string(KPATH_SOURCE_DIR).size() + 1));
+      for (std::sregex_iterator it(text.begin(), text.end(), spec), end; it != end; ++it) {
+        declared.insert((*it)[1]);
+      }
     }
   }
   INFO("declared in a *_metrics.h, not in this test's catalogue: "

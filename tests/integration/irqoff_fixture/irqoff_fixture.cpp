@@ -82,6 +82,7 @@ std::vector<std::chrono::nanoseconds> IrqOffFixture::HoldIrqsOff(int cpu,
   std::vector<std::chrono::nanoseconds> lengths;
   std::thread worker([&] {
     PinAndNameThisThread(cpu, thread_name);
+    last_thread_ = gettid();
     skel_->bss->hold_ns = static_cast<__u64>(std::chrono::nanoseconds(hold).count());
     skel_->bss->target_tgid = static_cast<__u32>(getpid());
     for (int i = 0; i < count; ++i) {

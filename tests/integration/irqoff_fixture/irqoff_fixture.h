@@ -2,6 +2,8 @@
 // the CPU of a thread of the test process. Everything it loads is gone when it is destroyed.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -32,6 +34,8 @@ class IrqOffFixture {
   std::vector<std::chrono::nanoseconds> HoldIrqsOff(int cpu, std::chrono::milliseconds hold,
                                                     int count, std::chrono::milliseconds gap,
                                                     const std::string& thread_name);
+  // The thread id of the last HoldIrqsOff's thread (the pid an event of its regions names).
+  pid_t last_thread() const { return last_thread_; }
   // The same on several CPUs at once: a thread per CPU, all named `thread_name`, that start
   // each hold together (within microseconds: a barrier, then a spin until a common instant),
   // as a lock convoy over those CPUs would, or a hypervisor pausing the whole VM looks. Returns
@@ -51,6 +55,7 @@ class IrqOffFixture {
       : skel_(skel), preemptible_(preemptible) {}
   irqoff_fixture_bpf* skel_;
   bool preemptible_;
+  pid_t last_thread_ = 0;
 };
 
 }  // namespace kpath::testing
