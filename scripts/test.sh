@@ -24,9 +24,10 @@
 #   KPATH_SKIP_FUZZ=1       skip the fuzz stage; KPATH_FUZZ_SECONDS per target (default 5)
 #   KPATH_SKIP_CONTAINER=1  skip the container stage (tests/container/run.sh): kpathd run by
 #                           podman as deploy/kubernetes/daemonset.yaml runs it, its figures
-#                           compared with a kpathd on the host, here (hybrid cgroups) and in a
-#                           cgroup v2 QEMU guest (about 5 minutes, 4 of them the guest;
-#                           KPATH_CONTAINER_V2_GUEST=0 leaves it out); it skips by itself, saying
+#                           compared with a kpathd on the host (hybrid cgroups; under a
+#                           minute), and with KPATH_CONTAINER_V2_GUEST=1 in a cgroup v2 QEMU
+#                           guest (4 minutes more; off: it hung once, see the script's header);
+#                           it skips by itself, saying
 #                           why, when not root or the systemd stage's rootfs cannot be built
 #   KPATH_SKIP_SYSTEMD=1    skip the systemd stage (tests/systemd/run.sh): the .deb under a real
 #                           systemd as PID 1 (systemd-nspawn on a cached Debian 12 rootfs, about
