@@ -30,7 +30,8 @@ using namespace kpath::testing;
 namespace {
 
 constexpr const char* kAgent = KPATH_HOOK_AGENT;
-constexpr const char* kKpathdName = "kpathd-kp";  // its comm, with the test's pid: tells its hooks apart
+// kpathd's comm, with the test's pid (NamedKpathd): tells its hooks apart.
+constexpr const char* kKpathdName = "kpathd-kp";
 constexpr const char* kDebugfs = "/sys/kernel/debug";
 
 // A filesystem mounted for the test when absent (debugfs, tracefs), unmounted afterwards.

@@ -29,7 +29,8 @@ using namespace kpath::testing;
 namespace {
 
 constexpr const char* kAgent = KPATH_HOOK_AGENT;
-constexpr const char* kKpathdName = "kpathd-hook";  // its comm, with the test's pid: tells its hooks apart
+// kpathd's comm, with the test's pid (NamedKpathd): tells its hooks apart.
+constexpr const char* kKpathdName = "kpathd-hook";
 
 // tracefs, mounted for the test when the host has it unmounted, unmounted again afterwards.
 class Tracefs {
@@ -180,13 +181,12 @@ TEST_CASE(
       // Every hook listed, and each program checked below has run (the agent's uprobe target
       // runs when the agent's loop gets the CPU: later than its tracepoints on a busy host).
       auto ran = [&](const char* program) {
-        return Sum(body, "kpath_foreign_bpf_runs_total",
-                   {{"owner", owner}, {"program", program}}) > 0;
+        return Sum(body, "kpath_foreign_bpf_runs_total", {{"owner", owner}, {"program", program}}) >
+               0;
       };
       if (hooks.size() >= 4 && ran("agent_tp_switch") && ran("agent_uprobe") &&
           Sum(body, "kpath_foreign_bpf_run_seconds_total",
-              {{"owner", owner}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) >
-              0) {
+              {{"owner", owner}, {"program", "agent_tp_switch"}, {"sampled", "false"}}) > 0) {
         break;
       }
     }
