@@ -25,10 +25,10 @@
 #   KPATH_SKIP_CONTAINER=1  skip the container stage (tests/container/run.sh): kpathd run by
 #                           podman as deploy/kubernetes/daemonset.yaml runs it, its figures
 #                           compared with a kpathd on the host (hybrid cgroups; under a
-#                           minute), and with KPATH_CONTAINER_V2_GUEST=1 in a cgroup v2 QEMU
-#                           guest (4 minutes more; off: it hung once, see the script's header);
-#                           it skips by itself, saying
-#                           why, when not root or the systemd stage's rootfs cannot be built
+#                           minute), then in a cgroup v2 QEMU guest under single-threaded TCG
+#                           (a few minutes more; KPATH_CONTAINER_V2_GUEST=0 leaves it out); it
+#                           skips by itself, saying why, when not root or the systemd stage's
+#                           rootfs cannot be built
 #   KPATH_SKIP_SYSTEMD=1    skip the systemd stage (tests/systemd/run.sh): the .deb under a real
 #                           systemd as PID 1 (systemd-nspawn on a cached Debian 12 rootfs, about
 #                           40 s; 1 to 3 minutes more the first time, to build the rootfs), then
