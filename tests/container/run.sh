@@ -24,16 +24,19 @@
 #
 # Checks: the container's kpath_cgroups (live and dying per controller and for the v2 hierarchy),
 # the churn of a test unit by process and unit, the churner's percpu allocations by caller,
-# hidden kprobes, foreign hooks and the hook set's fingerprint, and what each probe attached by,
-# all equal to the host kpathd's at the same moment (both scraped back to back until they agree,
-# at most KPATH_CONTAINER_TRIES times); then a container without the host's /sys/fs/cgroup (the
-# runtime's own, namespaced cgroup mounts only) must export no figure for the v1 hierarchies it
-# sees only a subtree of, rather than count every live cgroup outside as dying. Then all of it
-# again in a QEMU guest with cgroup v2 only, under single-threaded TCG: multi-threaded, the guest
-# hung once in CI's rehearsal of 2026-12-03 in docs/testing.md's Known hang (one vCPU in
-# exc_int3, the other at bpf_trace_run4+0x42, a bpf_stats_enabled_key site, both with interrupts
-# off: QEMU 7.2 re-running a stale int3 of the kernel's text patching, which both kpathds' sampled
-# BPF statistics, on and off every second, do all through the stage).
+# hidden kprobes, foreign hooks and the hook set's fingerprint, what each probe attached by, the
+# madvise calls and bytes of a process making a known number of calls (both kpathds on the
+# syscall tracepoint), and the IRQ-off detector (method, threshold, resolution) with the regions
+# of a fixture thread holding IRQs off, all equal to the host kpathd's at the same moment (both
+# scraped back to back until they agree, at most KPATH_CONTAINER_TRIES times); then a container
+# without the host's /sys/fs/cgroup (the runtime's own, namespaced cgroup mounts only) must
+# export no figure for the v1 hierarchies it sees only a subtree of, rather than count every live
+# cgroup outside as dying. Then all of it again in a QEMU guest with cgroup v2 only, under
+# single-threaded TCG: multi-threaded, the guest hung once in CI's rehearsal of 2026-12-03 in
+# docs/testing.md's Known hang (one vCPU in exc_int3, the other at bpf_trace_run4+0x42, a
+# bpf_stats_enabled_key site, both with interrupts off: QEMU 7.2 re-running a stale int3 of the
+# kernel's text patching, which both kpathds' sampled BPF statistics, on and off every second,
+# do all through the stage).
 #
 # Runs in a private mount namespace of its own (tracefs mounted there); leaves no container,
 # cgroup, mount or BPF program behind. Exit 0 pass, 1 fail, 2 skipped (reason printed).
@@ -141,11 +144,17 @@ caps=$(sed -n 's/^ *add: *\[\(.*\)\]/\1/p' "$manifest" | tr -d ' ')
 log "capabilities from the manifest: $caps"
 
 mkdir -p "$work/config"
+# madvise by the syscall tracepoint: the development host has neither kprobes nor fentry, so with
+# the default mechanisms both kpathds would leave it off and there would be nothing to compare;
+# with only the tracepoint listed, both count by the same mechanism on every kernel.
 cat >"$work/config/kpathd.yaml" <<'EOF'
 listen_address: "0.0.0.0:9477"
 sampling_interval: 1s
 hooks:
   refresh_interval: 1s
+probes:
+  madvise:
+    mechanisms: [tracepoint]
 EOF
 
 # podman's default rlimits (nofile and nproc 1048576) exceed what this host allows (no
@@ -216,9 +225,60 @@ for _ in range(n):
     os.rmdir(path)
 EOF
 
+# madvise: a process named kpath-ctrmadv calls madvise(MADV_DONTNEED) on 64 KiB N times, and no
+# other madvise (counted so with bpftrace on this host's syscall tracepoint: 5000 of 5000).
+madvise_calls=5000 madvise_len=65536
+log "madvise(MADV_DONTNEED) of $madvise_len bytes $madvise_calls times from kpath-ctrmadv"
+python3 - "$madvise_calls" "$madvise_len" <<'EOF'
+import mmap, sys
+with open("/proc/self/comm", "w") as f:
+    f.write("kpath-ctrmadv")
+n, length = int(sys.argv[1]), int(sys.argv[2])
+m = mmap.mmap(-1, length)
+for _ in range(n):
+    m[0] = 1
+    m.madvise(mmap.MADV_DONTNEED)
+EOF
+
+# IRQ-off regions: a thread named kpath-ctrirqoff holds IRQs off for 30 ms, 3 times, on the last
+# CPU, three times the 10 ms threshold, so both detectors (each with its own per-CPU timer) close
+# the same regions. By the tests' fixtures: the BPF one (kfuncs bpf_local_irq_save/restore,
+# Linux 6.14+: this host) or, in a QEMU guest of an older kernel, tests/qemu's module (guest.sh
+# loads it and names its file in KPATH_IRQOFF_MODULE_FILE).
+irqoff_holds=3 irqoff_made=0
+irqoff_hold=$build_dir/tests/integration/irqoff_fixture/kpath-irqoff-hold
+last_cpu=$(($(nproc) - 1))
+if [[ -w ${KPATH_IRQOFF_MODULE_FILE:-} ]]; then
+  log "IRQ-off: $irqoff_holds regions of 30 ms on CPU $last_cpu by $KPATH_IRQOFF_MODULE_FILE"
+  python3 - "$KPATH_IRQOFF_MODULE_FILE" "$irqoff_holds" "$last_cpu" <<'EOF'
+import os, sys, time
+path, n, cpu = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.sched_setaffinity(0, {cpu})
+with open("/proc/self/comm", "w") as f:
+    f.write("kpath-ctrirqoff")
+for _ in range(n):
+    with open(path, "w") as f:
+        f.write("30000")
+    time.sleep(0.2)
+EOF
+  irqoff_made=1
+elif [[ -x $irqoff_hold ]]; then
+  status=0
+  "$irqoff_hold" --hold-ms 30 --count "$irqoff_holds" --gap-ms 200 --cpu "$last_cpu" \
+    --name kpath-ctrirqoff >"$work/irqoff.out" 2>&1 || status=$?
+  if ((status == 0)); then
+    log "IRQ-off: $irqoff_holds regions on CPU $last_cpu by the BPF fixture: $(grep -c held "$work/irqoff.out") held"
+    irqoff_made=1
+  else
+    log "IRQ-off: no region made (kpath-irqoff-hold exit $status: $(tail -1 "$work/irqoff.out")); the detectors compared only"
+  fi
+else
+  log "IRQ-off: no fixture ($irqoff_hold not built, no module); the detectors compared only"
+fi
+
 # Compares the two scrapes; prints what differs. Families and the series compared:
 compare() { # host-metrics-file container-metrics-file
-  python3 - "$1" "$2" "$churns" <<'EOF'
+  python3 - "$1" "$2" "$churns" "$madvise_calls" "$madvise_len" "$irqoff_made" <<'EOF'
 import re, sys
 def parse(path):
     series = {}
@@ -230,6 +290,10 @@ def parse(path):
             series[(m.group(1), m.group(2) or "")] = float(m.group(3))
     return series
 host, ctr, churns = parse(sys.argv[1]), parse(sys.argv[2]), int(sys.argv[3])
+madvise_calls, madvise_len, irqoff_made = map(int, sys.argv[4:7])
+# Exact counts only. Not compared: regions' lengths (kpath_irqoff_seconds, _max_seconds: each
+# detector's estimate, +-period/2 of its own timer) and regions of other processes (late ticks of
+# a shared or emulated CPU, which two timers need not both see).
 wanted = [
     ("kpath_cgroups", lambda l: True),
     ("kpath_cgroup_mkdir_total", lambda l: 'comm="kpath-ctrchurn"' in l),
@@ -241,7 +305,14 @@ wanted = [
     ("kpath_foreign_hooks", lambda l: True),
     ("kpath_foreign_hook_set_info", lambda l: True),
     ("kpath_probe_attached", lambda l: True),
+    ("kpath_madvise_calls_total", lambda l: 'comm="kpath-ctrmadv"' in l),
+    ("kpath_madvise_bytes_total", lambda l: 'comm="kpath-ctrmadv"' in l),
+    ("kpath_irqoff_detector_info", lambda l: True),
+    ("kpath_irqoff_threshold_seconds", lambda l: True),
+    ("kpath_irqoff_resolution_seconds", lambda l: True),
 ]
+if irqoff_made:
+    wanted.append(("kpath_irqoff_regions_total", lambda l: 'comm="kpath-ctrirqoff"' in l))
 bad = 0
 for family, keep in wanted:
     h = {k: v for k, v in host.items() if k[0] == family and keep(k[1])}
@@ -257,6 +328,12 @@ for family in ("kpath_cgroup_mkdir_total", "kpath_cgroup_rmdir_total"):
     key = (family, '{comm="kpath-ctrchurn",unit="kpath-ctr-churn.service"}')
     if host.get(key) != churns:
         print("  %s%s: host %s, not the %d made" % (key[0], key[1], host.get(key), churns))
+        bad += 1
+for family, want in (("kpath_madvise_calls_total", madvise_calls),
+                     ("kpath_madvise_bytes_total", madvise_calls * madvise_len)):
+    key = (family, '{comm="kpath-ctrmadv",advice="dontneed"}')
+    if host.get(key) != want:
+        print("  %s%s: host %s, not the %d made" % (key[0], key[1], host.get(key), want))
         bad += 1
 sys.exit(1 if bad else 0)
 EOF
@@ -276,7 +353,7 @@ for ((i = 1; i <= tries; i++)); do
 done
 if ((ok)); then
   pass "every compared figure equal to the host kpathd's (try $i of $tries):"
-  grep -E '^kpath_cgroups\{controller="(memory|pids|cgroup2)"|^kpath_cgroup_mkdir_total\{comm="kpath-ctrchurn"|^kpath_percpu_alloc_bytes_total\{comm="kpath-ctrchurn"|^kpath_hidden_kprobes |^kpath_foreign_hooks\{|^kpath_foreign_hook_set_info' \
+  grep -E '^kpath_cgroups\{controller="(memory|pids|cgroup2)"|^kpath_cgroup_mkdir_total\{comm="kpath-ctrchurn"|^kpath_percpu_alloc_bytes_total\{comm="kpath-ctrchurn"|^kpath_hidden_kprobes |^kpath_foreign_hooks\{.*\} [1-9]|^kpath_foreign_hook_set_info|^kpath_madvise_(calls|bytes)_total\{comm="kpath-ctrmadv"|^kpath_irqoff_regions_total\{comm="kpath-ctrirqoff"|^kpath_irqoff_detector_info|^kpath_probe_attached\{probe="(madvise|irqoff)"' \
     "$work/ctr.metrics" | sed 's/^/  /'
 else
   fail "the container's figures differ from the host's after $tries tries; last differences:"
