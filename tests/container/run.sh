@@ -75,15 +75,9 @@ fi
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 mountpoint -q /sys/kernel/debug || mount -t debugfs nodev /sys/kernel/debug
 
-t0=$EPOCHREALTIME
-elapsed() { awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%6.1f", b - a }'; }
-log() { printf '[container %ss] %s\n' "$(elapsed)" "$*"; }
-failures=0
-fail() {
-  printf '[container %ss] FAIL: %s\n' "$(elapsed)" "$*"
-  failures=$((failures + 1))
-}
-pass() { printf '[container %ss] ok: %s\n' "$(elapsed)" "$*"; }
+stage_name=container
+# shellcheck source=tests/lib/stage.sh
+source "$src/tests/lib/stage.sh"
 
 work=$(mktemp -d /tmp/kpathd-container.XXXXXX)
 # podman's state in a store of this stage's own; other podman users of the host are not touched.

@@ -35,15 +35,9 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 build_dir=${BUILD_DIR:-build}
 [[ $build_dir == /* ]] || build_dir=$src/$build_dir
 
-t0=$EPOCHREALTIME
-elapsed() { awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%6.1f", b - a }'; }
-log() { printf '[systemd %ss] %s\n' "$(elapsed)" "$*"; }
-failures=0
-fail() {
-  printf '[systemd %ss] FAIL: %s\n' "$(elapsed)" "$*"
-  failures=$((failures + 1))
-}
-pass() { printf '[systemd %ss] ok: %s\n' "$(elapsed)" "$*"; }
+stage_name=systemd
+# shellcheck source=tests/lib/stage.sh
+source "$src/tests/lib/stage.sh"
 
 nspawn_status=0
 run_nspawn=1
@@ -385,8 +379,7 @@ EOF
 
   # --- one unit start counts one cgroup (the container's cgroups are hybrid: a directory in
   # name=systemd and one in the unified hierarchy per start)
-  local start
-  for start in 1 2 3; do ct systemd-run --quiet --wait --unit=kpath-once /bin/true >/dev/null 2>&1 || true; done
+  for _ in 1 2 3; do ct systemd-run --quiet --wait --unit=kpath-once /bin/true >/dev/null 2>&1 || true; done
   once_seen() { scrape && grep -q '^kpath_cgroup_rmdir_total{comm="systemd",unit="kpath-once.service"} [3-9]' "$work/metrics"; }
   poll 20 once_seen || true
   local once
