@@ -6,7 +6,8 @@ per-program run-time statistics (kernel.bpf_stats_enabled), on churn shapes that
 Usage (root, from the repository root, after scripts/build.sh):
     bench/bpf_cost.py [--build build] [--before BUILD] [--churn 2000] [--rounds 3]
                       [--shapes fixed,unique,systemd,parallel] [--no-bpftrace]
-                      [--mechanism tp_btf|raw_tp|tracepoint] [--together] [--kpathd-config YAML]
+                      [--mechanism tp_btf|raw_tp|tracepoint[,...]] [--together]
+                      [--kpathd-config YAML]
 
 The empty program stays attached on every hook for the whole run; the churns' parent cgroups
 too. After a tracer starts, a short churn of every shape (--warmup, not measured) and a drain. Each round runs every tracer
@@ -22,7 +23,10 @@ ns per event in the same churn, and their ratio (with its range over the rounds)
             session-<N>.scope and app-<N>.scope under user@1000.service/app.slice, in turn
   parallel  one process per CPU, each with a comm of its own, all at once, unique names
 --before BUILD compares a build made before a change in the same rounds ("before" and "after"
-rows). --together runs bpftrace alongside kpathd in the same churns (they then evict each
+rows). --mechanism tp_btf,raw_tp,tracepoint runs kpathd once per mechanism in each round (its
+percpu and cgroup probes restricted to it), each against an empty program of the same mechanism,
+all empty programs attached for the whole run: the fallbacks kernels without BTF get (raw_tp,
+classic tracepoints: no name shapes there) measured beside tp_btf. --together runs bpftrace alongside kpathd in the same churns (they then evict each
 other's data from the CPU caches), as the first version of this bench did.
 Targets (issue 23): every kpathd program at most 2x the empty program, and below bpftrace.
 Leaves nothing behind: every process is stopped, the test cgroups removed, the sysctl restored.
@@ -205,10 +209,10 @@ def program(runs, ids, hook):
     return None
 
 
-def kpathd_config(args):
+def kpathd_config(args, mechanism):
     text = "sampling_interval: 1s\n" + args.kpathd_config.replace("\\n", "\n")
-    if args.mechanism != "tp_btf":
-        text += "probes:\n" + "".join(f"  {p}:\n    mechanisms: [{args.mechanism}]\n"
+    if mechanism != "tp_btf":
+        text += "probes:\n" + "".join(f"  {p}:\n    mechanisms: [{mechanism}]\n"
                                       for p in ("percpu_alloc", "cgroup_churn"))
     return text
 
@@ -228,9 +232,10 @@ def main():
                     help="pairs of each shape churned after a tracer starts, not measured")
     ap.add_argument("--kpathd-config", default="",
                     help="YAML appended to kpathd's configuration (to compare settings)")
-    ap.add_argument("--mechanism", choices=["tp_btf", "raw_tp", "tracepoint"], default="tp_btf",
-                    help="restrict kpathd's percpu and cgroup probes to this mechanism; the "
-                         "empty program uses it too")
+    ap.add_argument("--mechanism", default="tp_btf",
+                    help="restrict kpathd's percpu and cgroup probes to this mechanism (tp_btf, "
+                         "raw_tp, tracepoint), the empty program too; several, comma-separated: "
+                         "kpathd runs once per mechanism in each round")
     ap.add_argument("--together", action="store_true",
                     help="run bpftrace alongside kpathd instead of after it")
     args = ap.parse_args()
@@ -241,6 +246,12 @@ def main():
         sys.exit(f"--shapes: a comma-separated list of {', '.join(SHAPES)}")
     if args.together and args.before:
         sys.exit("--together compares one build with bpftrace: leave out --before")
+    mechanisms = [m for m in args.mechanism.split(",") if m]
+    if not mechanisms or any(m not in ("tp_btf", "raw_tp", "tracepoint") for m in mechanisms) \
+            or len(set(mechanisms)) != len(mechanisms):
+        sys.exit("--mechanism: tp_btf, raw_tp or tracepoint, or several of them comma-separated")
+    if args.together and len(mechanisms) > 1:
+        sys.exit("--together compares one mechanism with bpftrace: give one --mechanism")
     builds = [("after" if args.before else "kpathd", args.build)]
     if args.before:
         builds.insert(0, ("before", args.before))
@@ -261,15 +272,18 @@ def main():
             tracefs_mounted = True
 
         hooks = list(HOOKS)
-        empty = subprocess.Popen([empty_binary] + [empty_hook(h, args.mechanism) for h in hooks],
+        empty = subprocess.Popen([empty_binary] + [empty_hook(h, m) for m in mechanisms
+                                                   for h in hooks],
                                  stdout=subprocess.PIPE, text=True)
         procs.append(empty)
-        empty_ids = {}  # hook -> the empty program's id ("attached <hook spec> prog_id <id>")
+        # (hook, mechanism) -> the empty program's id ("attached <hook spec> prog_id <id>")
+        empty_ids = {}
         for line in empty.stdout:
             words = line.split()
             if words[:1] == ["attached"] and "prog_id" in words:
-                empty_ids.update({h: int(words[words.index("prog_id") + 1]) for h in hooks
-                                  if empty_hook(h, args.mechanism) == words[1]})
+                empty_ids.update({(h, m): int(words[words.index("prog_id") + 1])
+                                  for m in mechanisms for h in hooks
+                                  if empty_hook(h, m) == words[1]})
             if line.strip() == "ready":
                 break
         script = " ".join(HOOKS[h][2] for h in hooks)
@@ -277,20 +291,27 @@ def main():
         # results[(tracer, shape, hook)] = [(name, events, ns/event, empty ns/event), ...]
         results = {}
 
-        def record(tracer, shape, runs, ids):
+        def record(tracer, shape, runs, ids, mechanism=mechanisms[0]):
+            # bpftrace (classic tracepoints) against the first mechanism's empty program, as
+            # before there were several
             for hook in hooks:
-                base = runs.get(empty_ids.get(hook))
+                base = runs.get(empty_ids.get((hook, mechanism)))
                 found = program(runs, ids, hook)
                 if base and base[0] and found:
                     name, n, ns = found
                     results.setdefault((tracer, shape, hook), []).append(
                         (name, n, ns / n, base[1] / base[0]))
 
-        tracers = [t for t, _ in builds] + ([] if args.no_bpftrace or args.together
-                                            else ["bpftrace"])
+        def tracer_name(who, mechanism):
+            return who if len(mechanisms) == 1 else f"{who} {mechanism}"
+
+        runs_of = [(who, build, m) for who, build in builds for m in mechanisms]
+        tracers = [tracer_name(who, m) for who, _, m in runs_of] + \
+            ([] if args.no_bpftrace or args.together else ["bpftrace"])
         for r in range(args.rounds):
-            for who, build in builds:
-                with kpath_bench.Kpathd(build, kpathd_config(args)) as kpathd:
+            for who, build, mechanism in runs_of:
+                who = tracer_name(who, mechanism)
+                with kpath_bench.Kpathd(build, kpathd_config(args, mechanism)) as kpathd:
                     wait_for(lambda: len(prog_ids_of(kpathd.pid)) > 0, 20, "kpathd's probes")
                     time.sleep(0.5)
                     ids = prog_ids_of(kpathd.pid)
@@ -299,7 +320,7 @@ def main():
                         warm_up(churn, shapes, args.warmup)
                         for shape in shapes:
                             runs = churn_stats(churn, shape)
-                            record(who, shape, runs, ids)
+                            record(who, shape, runs, ids, mechanism)
                             if tracer:
                                 record("bpftrace", shape, runs, prog_ids_of(tracer.pid))
                     finally:
@@ -320,7 +341,7 @@ def main():
         print(f"BPF cost per event: {args.churn} memory-cgroup create/remove pairs per churn "
               f"(after {args.warmup} of each shape unmeasured and a drain), "
               f"{args.rounds} interleaved round(s) (medians), kernel {os.uname().release}, "
-              f"{os.cpu_count()} CPUs: {cpu_model()}, mechanism {args.mechanism}, "
+              f"{os.cpu_count()} CPUs: {cpu_model()}, mechanism {', '.join(mechanisms)}, "
               f"{'kpathd and bpftrace together' if args.together else 'each tracer alone'}")
         worst = {}
         for shape in shapes:
@@ -346,14 +367,16 @@ def main():
                   f"(target: 2.00x or less)")
         for shape in shapes:
             for hook in hooks:
-                mine = results.get((builds[-1][0], shape, hook))
-                theirs = results.get(("bpftrace", shape, hook))
-                if mine and theirs:
-                    a = median(r[2] / r[3] for r in mine)
-                    b = median(r[2] / r[3] for r in theirs)
-                    if a >= b:
-                        print(f"not below bpftrace: {hook}, shape {shape}: {a:.2f}x against "
-                              f"{b:.2f}x")
+                for m in mechanisms:
+                    mine = results.get((tracer_name(builds[-1][0], m), shape, hook))
+                    theirs = results.get(("bpftrace", shape, hook))
+                    if mine and theirs:
+                        a = median(r[2] / r[3] for r in mine)
+                        b = median(r[2] / r[3] for r in theirs)
+                        if a >= b:
+                            print(f"not below bpftrace: {hook}, shape {shape}"
+                                  f"{'' if len(mechanisms) == 1 else ', ' + m}: {a:.2f}x "
+                                  f"against {b:.2f}x")
     finally:
         for p in reversed(procs):
             kpath_bench.stop_process(p, signal.SIGINT)
