@@ -129,10 +129,14 @@ const std::vector<CollectorRow>* MakeRegistry() {
             return std::make_unique<CgroupChurnProbe>(
                 *env.kernel, CgroupChurnOptions{.allowed = Allowed<CgroupChurnProbe>(config),
                                                 .labels = config.labels,
-                                                .churn_window = config.percpu.growth_window});
+                                                .churn_window = config.percpu.growth_window,
+                                                .burst_per_second = static_cast<double>(
+                                                    config.cgroups.churn_burst_per_second)});
           },
           [](Collector& c, const Config& config) {
             static_cast<CgroupChurnProbe&>(c).SetChurnWindow(config.percpu.growth_window);
+            static_cast<CgroupChurnProbe&>(c).SetBurstThreshold(
+                static_cast<double>(config.cgroups.churn_burst_per_second));
           }),
       // IRQ-disabled regions with their culprit (seeds 001, 004); slab caches read without
       // stalling the host, and who reads /proc/slabinfo (seed 001).

@@ -84,7 +84,7 @@ class ConfigParser {
     absl::Status status = reader_.ForEachKey(
         root, "",
         {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "percpu",
-         "madvise", "labels", "bpf", "hooks", "irqoff", "slab", "probes", "web"},
+         "madvise", "cgroups", "labels", "bpf", "hooks", "irqoff", "slab", "probes", "web"},
         [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
           return ReadSetting(key, key_node, value, config);
         });
@@ -106,6 +106,7 @@ class ConfigParser {
     if (key == "meminfo") return ParseMeminfo(key_node, value, config);
     if (key == "percpu") return ReadPercpuSettings(reader_, key_node, value, config.percpu);
     if (key == "madvise") return ReadMadviseSettings(reader_, key_node, value, config.madvise);
+    if (key == "cgroups") return ReadCgroupsSettings(reader_, key_node, value, config.cgroups);
     if (key == "labels") return ParseLabels(key_node, value, config.labels);
     if (key == "bpf") return ParseBpf(key_node, value, config);
     if (key == "hooks") return ReadHooksSettings(reader_, key_node, value, config.hooks);

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/web/web_server_config.h"
+#include "probes/cgroups/cgroups_config.h"
 #include "probes/collect/label_limits.h"
 #include "probes/hooks/hooks_config.h"
 #include "probes/irqoff/irqoff_config.h"
@@ -36,6 +37,7 @@ struct Config {
   std::string sysfs_root = "/sys";
   PercpuConfig percpu;    // percpu allocations and meminfo's growth window (seed 000)
   MadviseConfig madvise;  // madvise storms (seed 003)
+  CgroupsConfig cgroups;  // cgroup churn bursts (seed 000)
   LabelLimits labels;
   bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
   HooksConfig hooks;        // the foreign-hook inventory (seed 002)

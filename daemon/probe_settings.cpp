@@ -92,6 +92,16 @@ absl::Status ReadMadviseSettings(const YamlReader& reader, const YAML::Node& key
                         });
 }
 
+absl::Status ReadCgroupsSettings(const YamlReader& reader, const YAML::Node& key_node,
+                                 const YAML::Node& value, CgroupsConfig& cgroups) {
+  return reader.Section(key_node, value, "cgroups", {"churn_burst_per_second"},
+                        [&](const std::string& key, const YAML::Node& child_key,
+                            const YAML::Node& child) -> absl::Status {
+                          return reader.Int(child_key, child, KeyPath("cgroups", key), 1, 1000000,
+                                            cgroups.churn_burst_per_second);
+                        });
+}
+
 // irqoff: the threshold must span at least 2 periods, so that a region's length, known to
 // +-period/2 by the timer methods, is right to 25 % at the threshold. max_window spans at least
 // one scrape interval (Prometheus allows down to 1s) and at most an hour.

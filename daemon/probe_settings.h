@@ -18,6 +18,8 @@ inline constexpr int64_t kMaxLabelLimit = 10000;
 
 absl::Status ReadPercpuSettings(const YamlReader& reader, const YAML::Node& key_node,
                                 const YAML::Node& value, PercpuConfig& percpu);
+absl::Status ReadCgroupsSettings(const YamlReader& reader, const YAML::Node& key_node,
+                                 const YAML::Node& value, CgroupsConfig& cgroups);
 absl::Status ReadMadviseSettings(const YamlReader& reader, const YAML::Node& key_node,
                                  const YAML::Node& value, MadviseConfig& madvise);
 absl::Status ReadIrqOffSettings(const YamlReader& reader, const YAML::Node& key_node,

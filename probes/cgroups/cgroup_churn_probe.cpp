@@ -411,6 +411,7 @@ absl::Status CgroupChurnProbe::DrainCounts() {
       totals.counted[i] = std::max(totals.counted[i], most[i]);
     }
     churn_.Add(labels, delta);
+    unit_mkdirs_[labels[1]] += delta[0];
   }
   // Bounded: a pair quiet for kHierarchyMemory drains has every hierarchy caught up (a unit
   // start's cgroups are made within milliseconds); it starts again from zero if it comes back.
@@ -485,6 +486,21 @@ std::optional<absl::Status> CgroupChurnProbe::SelfTest() {
                                    canary_counts_[0] - before[0], canary_counts_[1] - before[1]));
 }
 
+void CgroupChurnProbe::EmitBursts(absl::Time now) {
+  const double seconds = absl::ToDoubleSeconds(now - last_collect_);
+  const bool first = last_collect_ == absl::InfinitePast();
+  last_collect_ = now;
+  std::map<std::string, double> per_second;
+  for (const auto& [unit, mkdirs] : unit_mkdirs_) {
+    if (mkdirs > 0 && seconds > 0) per_second[unit] = static_cast<double>(mkdirs) / seconds;
+  }
+  unit_mkdirs_.clear();
+  if (first || event_sink_ == nullptr) return;
+  for (Event& event : bursts_.Update(per_second, options_.burst_per_second, now)) {
+    event_sink_->Emit(std::move(event));
+  }
+}
+
 absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
   if (!skel_ || !counts_) return absl::FailedPreconditionError("probe not attached");
   absl::Status drained = DrainCounts();
@@ -493,6 +509,7 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
   if (!drained.ok()) return drained;
 
   mkdir_rate_.Add(clock_(), static_cast<double>(churn_.total(0)));
+  EmitBursts(clock_());
   std::optional<double> per_second = mkdir_rate_.PerSecond();
   status_ = CgroupChurnStatus(per_second, churn_.TopValue(1));
 

@@ -23,6 +23,7 @@
 #include "probes/collect/growth_rate.h"
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
+#include "probes/collect/rate_bursts.h"
 #include "probes/kernel/kernel_features.h"
 
 struct cgroup_churn_bpf;
@@ -55,6 +56,8 @@ struct CgroupChurnOptions {
   // kpath_cgroup_churn_per_second is fitted over this window (meminfo.percpu_growth_window, so
   // that Percpu growth / churn reads as bytes per cgroup creation).
   absl::Duration churn_window = absl::Seconds(60);
+  // cgroups.churn_burst_per_second: a unit's churn burst starts from this many cgroups per second.
+  double burst_per_second = 10;
 };
 
 class CgroupChurnProbe final : public BpfProbe {
@@ -81,6 +84,8 @@ class CgroupChurnProbe final : public BpfProbe {
   void SetLabelLimits(const LabelLimits& limits) override;
   // On config reload; samples outside the new window are dropped at once.
   void SetChurnWindow(absl::Duration window) { mkdir_rate_.SetWindow(window); }
+  void SetBurstThreshold(double per_second) { options_.burst_per_second = per_second; }
+  void SetEventSink(EventSink* sink) override { event_sink_ = sink; }
 
   std::vector<AttachPlan> Plans() const override;
   absl::Status Supported(const AttachPlan& plan) override;
@@ -162,6 +167,13 @@ class CgroupChurnProbe final : public BpfProbe {
   FoldedCounters churn_;     // {comm, unit} -> {mkdirs, rmdirs}
   uint64_t unlabelled_ = 0;  // events counted in the overflow slot (the hash was full)
   WindowedSlope mkdir_rate_;
+
+  // Churn bursts: the cgroups each unit made since the last Collect (DrainCounts), as rates.
+  void EmitBursts(absl::Time now);
+  EventSink* event_sink_ = nullptr;
+  RateBursts bursts_{kCgroupChurnBursts};
+  std::map<std::string, uint64_t> unit_mkdirs_;
+  absl::Time last_collect_ = absl::InfinitePast();
 };
 
 }  // namespace kpath

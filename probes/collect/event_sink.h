@@ -21,9 +21,12 @@ inline constexpr std::string_view kHookAppeared = "hook_appeared";
 inline constexpr std::string_view kHookLeft = "hook_left";
 inline constexpr std::string_view kMadviseStormStart = "madvise_storm_start";
 inline constexpr std::string_view kMadviseStormEnd = "madvise_storm_end";
+inline constexpr std::string_view kCgroupChurnBurstStart = "cgroup_churn_burst_start";
+inline constexpr std::string_view kCgroupChurnBurstEnd = "cgroup_churn_burst_end";
 // Every kind: kpath_events_total has a series for each from the start.
-inline constexpr std::string_view kAll[] = {kIrqOffRegion, kHookAppeared, kHookLeft,
-                                            kMadviseStormStart, kMadviseStormEnd};
+inline constexpr std::string_view kAll[] = {
+    kIrqOffRegion,    kHookAppeared,          kHookLeft,           kMadviseStormStart,
+    kMadviseStormEnd, kCgroupChurnBurstStart, kCgroupChurnBurstEnd};
 }  // namespace event_kind
 
 struct EventField {

@@ -21,8 +21,8 @@
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/collect/label_limits.h"
 #include "probes/collect/label_values.h"
+#include "probes/collect/rate_bursts.h"
 #include "probes/kernel/kernel_features.h"
-#include "probes/madvise/madvise_storms.h"
 
 struct madvise_bpf;
 struct madvise_fentry_bpf;
@@ -124,7 +124,7 @@ class MadviseProbe final : public BpfProbe {
   std::chrono::steady_clock::time_point last_drain_;
   double storm_threshold_;
   EventSink* event_sink_ = nullptr;  // storms starting and ending
-  MadviseStorms storms_;
+  RateBursts storms_{kMadviseStorms};
   std::string top_comm_;  // the last interval's busiest caller and its rate
   double top_calls_per_second_ = 0;
 };

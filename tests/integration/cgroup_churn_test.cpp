@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/events/event_json.h"
 #include "probes/cgroups/cgroup_files.h"
 #include "support/expected_mechanisms.h"
 #include "support/exposition.h"
@@ -533,4 +534,93 @@ TEST_CASE("counting live and dying cgroups stays fast with thousands of cgroups"
   CHECK(live >= kCgroups + 1);
   CHECK(slowest >= 0);
   CHECK(slowest < 0.25);
+}
+
+// Churn bursts as events (docs/events.md): a unit making cgroups at cgroups.churn_burst_per_second
+// or more in a sampling interval starts a burst, the first interval below it ends it; a unit
+// churning below the threshold at the same time makes no event.
+TEST_CASE("a unit's cgroup churn over the burst threshold starts and ends a churn burst event",
+          "[cgroups][churn][events]") {
+  REQUIRE(IsRoot());
+  auto root = MemoryCgroupRoot();
+  REQUIRE(root);
+  TestSlice slice(*root, kSlice);
+  constexpr int kThreshold = 50;
+  KpathdProcess kpathd({.config_yaml = ChurnConfig("cgroups:\n  churn_burst_per_second: " +
+                                                   std::to_string(kThreshold) + "\n")});
+  REQUIRE(kpathd.WaitUntilServing());
+  auto first = kpathd.Scrape();
+  REQUIRE(first);
+  REQUIRE(MetricValue(*first, "kpath_probe_attached", {{"probe", "cgroup_churn"}}) == 1);
+
+  // 600 cgroups paced 1 ms apart: hundreds per second for a second or more (a busy host only
+  // makes it slower, and 50/s is far below); beside it 8 cgroups of another unit 250 ms apart
+  // (at most one per 200 ms interval: 5/s).
+  const std::string burst_unit = "kpath-burst.service";
+  const std::string slow_unit = "kpath-slow.service";
+  int failed_slow = -1;
+  std::thread slow([&] {
+    failed_slow = RunAs("kpath-slowchurn", [&] {
+      return ChurnNamed(
+          slice.path(), 0, 8, [&](int) { return slow_unit; }, 250ms);
+    });
+  });
+  const int failed = RunAs("kpath-burster", [&] {
+    return ChurnNamed(
+        slice.path(), 0, 600, [&](int) { return burst_unit; }, 1ms);
+  });
+  slow.join();
+  CHECK(failed == 0);
+  CHECK(failed_slow == 0);
+
+  // The events of the burst unit, once its last one is an end (the first quiet interval).
+  auto events_of = [&](const std::string& unit) {
+    std::optional<HttpResponse> reply = HttpGet(kpathd.port(), "/events?format=lines");
+    REQUIRE(reply);
+    REQUIRE(reply->status == 200);
+    std::vector<std::string> lines;
+    std::istringstream in(reply->body);
+    for (std::string line; std::getline(in, line);) {
+      if (kpath::JsonField(line, "unit") == unit) lines.push_back(line);
+    }
+    return lines;
+  };
+  std::vector<std::string> burst;
+  for (auto deadline = std::chrono::steady_clock::now() + 20s;
+       std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(200ms)) {
+    burst = events_of(burst_unit);
+    if (!burst.empty() && kpath::JsonField(burst.back(), "kind") == "cgroup_churn_burst_end") break;
+  }
+  INFO(kpathd.Output());
+  REQUIRE_FALSE(burst.empty());
+  // Starts and ends alternate, starting with a start and ending with an end (a loaded host may
+  // pause the churner for a whole interval: then more than one burst, each closed).
+  REQUIRE(burst.size() % 2 == 0);
+  for (size_t i = 0; i < burst.size(); ++i) {
+    const std::string& line = burst[i];
+    INFO(line);
+    const bool start = i % 2 == 0;
+    CHECK(kpath::JsonField(line, "kind") ==
+          (start ? "cgroup_churn_burst_start" : "cgroup_churn_burst_end"));
+    if (start) {
+      CHECK(std::stod(kpath::JsonField(line, "mkdirs_per_second").value_or("0")) >= kThreshold);
+      CHECK(kpath::JsonField(line, "threshold") == std::to_string(kThreshold));
+      CHECK(kpath::JsonField(line, "message")
+                .value_or("")
+                .starts_with("cgroup churn burst: " + burst_unit + " "));
+    } else {
+      CHECK(std::stod(kpath::JsonField(line, "mkdirs_per_second").value_or("99")) < kThreshold);
+      CHECK(std::stod(kpath::JsonField(line, "peak_mkdirs_per_second").value_or("0")) >=
+            kThreshold);
+      CHECK(std::stod(kpath::JsonField(line, "seconds").value_or("-1")) >= 0);
+    }
+  }
+  // The slow unit was counted, and never a burst.
+  std::string body = ScrapeUntil(
+      kpathd, [&](const std::string& b) { return MkdirsOf(b, "kpath-slowchurn", slow_unit) >= 8; });
+  CHECK(MkdirsOf(body, "kpath-slowchurn", slow_unit) == 8);
+  CHECK(MkdirsOf(body, "kpath-burster", burst_unit) == 600);
+  CHECK(events_of(slow_unit).empty());
+  CHECK(MetricValue(body, "kpath_events_total", {{"kind", "cgroup_churn_burst_start"}}) ==
+        static_cast<double>(burst.size() / 2));
 }

@@ -113,6 +113,8 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "percpu.caller_from_stack",
                                           "madvise",
                                           "madvise.storm_calls_per_second",
+                                          "cgroups",
+                                          "cgroups.churn_burst_per_second",
                                           "labels",
                                           "labels.comm",
                                           "labels.caller",
@@ -257,6 +259,12 @@ TEST_CASE("the percpu and madvise sections fill their own structs") {
                                       .max_tracked_allocations = 1024,
                                       .caller_from_stack = true});
   CHECK(config.madvise == MadviseConfig{.storm_calls_per_second = 7});
+  CHECK(Parse("cgroups:\n  churn_burst_per_second: 3\n").cgroups ==
+        CgroupsConfig{.churn_burst_per_second = 3});
+  CHECK(ErrorOf("cgroups:\n  churn_burst_per_second: 0\n") ==
+        "kpathd.yaml:2: cgroups.churn_burst_per_second: must be from 1 to 1000000, got 0");
+  CHECK(ErrorOf("cgroups:\n  churn_burst_per_second: 2/s\n")
+            .find("kpathd.yaml:2: cgroups.churn_burst_per_second:") == 0);
   CHECK(ErrorOf("percpu:\n  max_tracked_allocations: 1023\n") ==
         "kpathd.yaml:2: percpu.max_tracked_allocations: must be from 1024 to 4194304, got 1023");
 }
@@ -266,7 +274,8 @@ TEST_CASE("the percpu and madvise sections fill their own structs") {
 TEST_CASE("an unknown top-level key is an error naming file, line and key") {
   CHECK(ErrorOf("log_level: info\nsampling_interval: 5s\nno_such_key: 1\n") ==
         "kpathd.yaml:3: unknown key \"no_such_key\" (valid: listen_address, log_level, "
-        "sampling_interval, paths, meminfo, percpu, madvise, labels, bpf, hooks, irqoff, slab, "
+        "sampling_interval, paths, meminfo, percpu, madvise, cgroups, labels, bpf, hooks, irqoff, "
+        "slab, "
         "probes, web)");
 }
 

@@ -17,9 +17,9 @@
 #include "daemon/events/events_metrics.h"
 #include "daemon/events/events_query.h"
 #include "daemon/events/journal_entry.h"
+#include "probes/collect/rate_bursts.h"
 #include "probes/hooks/hook_events.h"
 #include "probes/irqoff/irqoff_events.h"
-#include "probes/madvise/madvise_storms.h"
 
 using namespace kpath;
 
@@ -322,7 +322,7 @@ TEST_CASE("hooks that appear and leave between inventories become events") {
 }
 
 TEST_CASE("a process's madvise storm starts at the threshold and ends below it, once each") {
-  MadviseStorms storms;
+  RateBursts storms(kMadviseStorms);
   const absl::Time t = absl::FromUnixSeconds(1796281200);
   CHECK(storms.Update({{"gateway", 900}}, 1000, t).empty());
   std::vector<Event> start =
@@ -340,6 +340,25 @@ TEST_CASE("a process's madvise storm starts at the threshold and ends below it, 
             .find("\"comm\":\"gateway\",\"calls_per_second\":0,\"peak_calls_per_second\":50000,"
                   "\"seconds\":10}") != std::string::npos);
   CHECK(storms.Update({}, 1000, t + absl::Seconds(20)).empty());
+}
+
+TEST_CASE("a unit's cgroup churn burst is the same rule under its own names") {
+  RateBursts bursts(kCgroupChurnBursts);
+  const absl::Time t = absl::FromUnixSeconds(1796281200);
+  std::vector<Event> start = bursts.Update({{"tick.service", 12.5}, {"slow.timer", 2}}, 10, t);
+  REQUIRE(start.size() == 1);
+  CHECK(start[0].kind == "cgroup_churn_burst_start");
+  CHECK(start[0].message == "cgroup churn burst: tick.service 12 cgroups/s (threshold 10)");
+  CHECK(EventJson(StoredEvent{1, start[0]})
+            .find("\"unit\":\"tick.service\",\"mkdirs_per_second\":12.5,\"threshold\":10}") !=
+        std::string::npos);
+  std::vector<Event> end = bursts.Update({{"tick.service", 4}}, 10, t + absl::Seconds(30));
+  REQUIRE(end.size() == 1);
+  CHECK(end[0].kind == "cgroup_churn_burst_end");
+  CHECK(end[0].message ==
+        "cgroup churn burst of tick.service ended after 30 s (peak 12 cgroups/s, now 4)");
+  CHECK(EventJson(StoredEvent{2, end[0]}).find("\"peak_mkdirs_per_second\":12.5,\"seconds\":30}") !=
+        std::string::npos);
 }
 
 TEST_CASE("kpathd events reads URLs and the fields of kpathd's JSON lines") {
