@@ -16,6 +16,8 @@ std::string UsageText() {
   kpathd --config FILE --reload PID [--timeout 30s]
   kpathd diagnose [--duration 30s] [--json] [--config FILE] [--log-level LEVEL]
   kpathd events [--url URL] [--since SINCE] [--kind KIND] [--follow] [--json] [--config FILE]
+                [--ca-file FILE | --insecure] [--cert FILE --key FILE]
+                [--user USER:PASSWORD | --netrc-file FILE]
   kpathd --version
 
 kpathd keeps eBPF probes attached and samples /proc to catch kernel pathologies (percpu memory
@@ -43,14 +45,21 @@ Options:
                        fix (--json: the same as JSON). Exit 0: nothing found, 1: something
                        found, 2: error.
   events               print the events of a running kpathd (IRQ-off regions, foreign hooks
-                       appearing and leaving, madvise storms; docs/events.md), oldest first,
-                       from its /events:
+                       appearing and leaving, madvise storms, cgroup churn bursts;
+                       docs/events.md), oldest first, from its /events:
                        --url (default http://127.0.0.1:PORT, PORT from --config's
-                       listen_address, else 9477; http://USER:PASSWORD@HOST:PORT for basic
-                       auth), --since a sequence number (42), an RFC 3339 time
+                       listen_address, else 9477; https://HOST:PORT for TLS;
+                       http://USER:PASSWORD@HOST:PORT for basic auth);
+                       https: --ca-file FILE the CA (PEM) to verify kpathd's certificate with
+                       (default: the system's CAs), --insecure (-k) not to verify it,
+                       --cert FILE --key FILE a client certificate (PEM) for a server that
+                       asks for one; basic auth: --user USER:PASSWORD, or --netrc-file FILE
+                       (curl's netrc: "machine HOST login USER password PASSWORD");
+                       --since a sequence number (42), an RFC 3339 time
                        (2026-12-03T07:00:00Z), Unix seconds (@1796281200) or a duration back
                        from now (1h); --kind irqoff_region, hook_appeared, hook_left,
-                       madvise_storm_start or madvise_storm_end;
+                       madvise_storm_start, madvise_storm_end, cgroup_churn_burst_start or
+                       cgroup_churn_burst_end;
                        --follow: keep printing new events until interrupted; --json: one JSON
                        object a line. Exit 0, or 1 when kpathd cannot be reached.
   --version            print version and exit
@@ -149,6 +158,18 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       s = take(o.events_since);
     } else if (name == "--kind" && events) {
       s = take(o.events_kind);
+    } else if (name == "--ca-file" && events) {
+      s = take(o.events_ca_file);
+    } else if (name == "--cert" && events) {
+      s = take(o.events_cert);
+    } else if (name == "--key" && events) {
+      s = take(o.events_key);
+    } else if ((name == "--insecure" || name == "-k") && events && !inline_value) {
+      o.events_insecure = true;
+    } else if (name == "--user" && events) {
+      s = take(o.events_user);
+    } else if (name == "--netrc-file" && events) {
+      s = take(o.events_netrc_file);
     } else if (name == "--version" && !inline_value) {
       o.mode = CliOptions::Mode::kVersion;
     } else if ((name == "--help" || name == "-h") && !inline_value) {
@@ -160,6 +181,13 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
   }
   if (o.mode == CliOptions::Mode::kReload && !o.config_path) {
     return absl::InvalidArgumentError("--reload needs --config FILE: the file to reload");
+  }
+  if (events && o.events_cert.has_value() != o.events_key.has_value()) {
+    return absl::InvalidArgumentError(
+        "--cert and --key go together (a client certificate and its key)");
+  }
+  if (events && o.events_insecure && o.events_ca_file) {
+    return absl::InvalidArgumentError("--insecure and --ca-file: pick one");
   }
   if (timeout_given && o.mode != CliOptions::Mode::kReload) {
     return absl::InvalidArgumentError("--timeout goes with --reload");

@@ -26,6 +26,14 @@ struct CliOptions {
   std::optional<std::string> events_kind;
   bool events_follow = false;
   bool events_json = false;
+  // https: --ca-file (trust), --insecure (no verification), --cert/--key (a client certificate
+  // for a server that asks); basic auth: --user USER:PASSWORD or --netrc-file FILE.
+  std::optional<std::string> events_ca_file;
+  std::optional<std::string> events_cert;
+  std::optional<std::string> events_key;
+  bool events_insecure = false;
+  std::optional<std::string> events_user;
+  std::optional<std::string> events_netrc_file;
   // `kpathd --config FILE --reload PID [--timeout 30s]`: check FILE, have the kpathd PID reload
   // it, wait for its answer (daemon/reload_request.h).
   pid_t reload_pid = 0;

@@ -1,14 +1,23 @@
 #include "daemon/events/events_client.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -41,24 +50,170 @@ std::string PercentEncode(std::string_view s) {
   return out;
 }
 
+// The reasons OpenSSL queued, oldest first, and the queue emptied.
+std::string OpensslErrors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof(text));
+    if (!out.empty()) out += "; ";
+    // "error:0A000086:SSL routines::certificate verify failed": the reason is the last part.
+    std::string_view t = text;
+    const size_t colon = t.rfind(':');
+    out += colon == std::string_view::npos ? t : t.substr(colon + 1);
+  }
+  return out.empty() ? "unknown TLS error" : out;
+}
+
+bool IsIpAddress(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// One TLS connection over a connected socket, owned (the socket stays the caller's).
+class TlsConnection {
+ public:
+  static absl::StatusOr<std::unique_ptr<TlsConnection>> Open(int fd, const EventsUrl& url,
+                                                             const EventsTls& tls,
+                                                             const std::string& where) {
+    ERR_clear_error();
+    auto c = std::unique_ptr<TlsConnection>(new TlsConnection());
+    c->ctx_ = SSL_CTX_new(TLS_client_method());
+    if (c->ctx_ == nullptr) return absl::InternalError("TLS: " + OpensslErrors());
+    SSL_CTX_set_min_proto_version(c->ctx_, TLS1_2_VERSION);
+    if (tls.insecure) {
+      SSL_CTX_set_verify(c->ctx_, SSL_VERIFY_NONE, nullptr);
+    } else {
+      SSL_CTX_set_verify(c->ctx_, SSL_VERIFY_PEER, nullptr);
+      const int loaded = tls.ca_file.empty()
+                             ? SSL_CTX_set_default_verify_paths(c->ctx_)
+                             : SSL_CTX_load_verify_locations(c->ctx_, tls.ca_file.c_str(), nullptr);
+      if (loaded != 1) {
+        return absl::InvalidArgumentError(
+            fmt::format("--ca-file {}: {}", tls.ca_file, OpensslErrors()));
+      }
+    }
+    if (!tls.cert_file.empty()) {
+      if (SSL_CTX_use_certificate_chain_file(c->ctx_, tls.cert_file.c_str()) != 1) {
+        return absl::InvalidArgumentError(
+            fmt::format("--cert {}: {}", tls.cert_file, OpensslErrors()));
+      }
+      if (SSL_CTX_use_PrivateKey_file(c->ctx_, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+          SSL_CTX_check_private_key(c->ctx_) != 1) {
+        return absl::InvalidArgumentError(
+            fmt::format("--key {}: {}", tls.key_file, OpensslErrors()));
+      }
+    }
+    c->ssl_ = SSL_new(c->ctx_);
+    if (c->ssl_ == nullptr || SSL_set_fd(c->ssl_, fd) != 1) {
+      return absl::InternalError("TLS: " + OpensslErrors());
+    }
+    // The certificate must name the host the URL names: an IP address in its IP SANs, a name in
+    // its DNS SANs (and sent as SNI).
+    if (IsIpAddress(url.host)) {
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl_), url.host.c_str());
+    } else {
+      SSL_set_tlsext_host_name(c->ssl_, url.host.c_str());
+      SSL_set1_host(c->ssl_, url.host.c_str());
+    }
+    if (SSL_connect(c->ssl_) != 1) {
+      const long verify = SSL_get_verify_result(c->ssl_);
+      std::string why = OpensslErrors();
+      if (verify != X509_V_OK) {
+        why = fmt::format("{} ({}): --ca-file FILE to trust its CA, or --insecure", why,
+                          X509_verify_cert_error_string(verify));
+      } else if (why.find("certificate required") != std::string::npos ||
+                 why.find("handshake failure") != std::string::npos) {
+        why += tls.cert_file.empty()
+                   ? " (does it ask for a client certificate? --cert FILE --key FILE)"
+                   : " (is --cert signed by a CA it trusts?)";
+      }
+      return absl::UnavailableError(fmt::format("TLS handshake with {} failed: {}", where, why));
+    }
+    return c;
+  }
+  ~TlsConnection() {
+    if (ssl_ != nullptr) {
+      SSL_shutdown(ssl_);
+      SSL_free(ssl_);
+    }
+    if (ctx_ != nullptr) SSL_CTX_free(ctx_);
+  }
+  bool Write(std::string_view data) {
+    return SSL_write(ssl_, data.data(), static_cast<int>(data.size())) ==
+           static_cast<int>(data.size());
+  }
+  // Bytes read, 0 at the end of the stream (kpathd closes after an HTTP/1.0 reply, with or
+  // without a close_notify), -1 on an error (`error` says which).
+  ssize_t Read(char* buf, size_t size, std::string& error) {
+    const int n = SSL_read(ssl_, buf, static_cast<int>(size));
+    if (n > 0) return n;
+    const int code = SSL_get_error(ssl_, n);
+    if (code == SSL_ERROR_ZERO_RETURN) return 0;
+    if (code == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && (n == 0 || errno == 0)) return 0;
+    error = code == SSL_ERROR_SYSCALL ? std::strerror(errno) : OpensslErrors();
+    if (error.find("certificate required") != std::string::npos) {
+      error += " (kpathd asks for a client certificate: --cert FILE --key FILE)";
+    }
+    return -1;
+  }
+
+ private:
+  TlsConnection() = default;
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
+};
+
 }  // namespace
+
+absl::StatusOr<std::string> NetrcAuthorization(std::string_view netrc_text, std::string_view host) {
+  // Tokens separated by white space; "machine NAME" or "default" opens an entry, "login" and
+  // "password" fill it, "macdef" (ftp macros) ends the useful part.
+  std::istringstream in{std::string(netrc_text)};
+  std::vector<std::string> tokens;
+  for (std::string t; in >> t;) tokens.push_back(t);
+  bool in_entry = false, matched = false;
+  std::string login, password;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    const bool has_value = i + 1 < tokens.size();
+    if (t == "machine" || t == "default" || t == "macdef") {
+      if (matched) break;  // the first matching entry wins
+      in_entry = t == "default" || (t == "machine" && has_value && tokens[i + 1] == host);
+      matched = in_entry;
+      if (t == "machine") ++i;
+      if (t == "macdef") break;
+    } else if ((t == "login" || t == "password" || t == "account") && has_value) {
+      if (in_entry) (t == "login" ? login : t == "password" ? password : login) = tokens[i + 1];
+      ++i;
+    }
+  }
+  if (!matched) return std::string();
+  if (login.empty()) {
+    return absl::InvalidArgumentError(fmt::format("the entry for {} has no login", host));
+  }
+  return "Basic " + absl::Base64Escape(login + ":" + password);
+}
 
 absl::StatusOr<EventsUrl> ParseEventsUrl(std::string_view url) {
   const auto bad = [&](std::string_view why) {
     return absl::InvalidArgumentError(
-        fmt::format("--url \"{}\": {} (http://[USER:PASSWORD@]HOST[:PORT])", url, why));
+        fmt::format("--url \"{}\": {} (http[s]://[USER:PASSWORD@]HOST[:PORT])", url, why));
   };
-  constexpr std::string_view kScheme = "http://";
-  if (url.starts_with("https://")) {
-    return bad("https is not supported by kpathd events; use curl --cacert ... on /events");
+  EventsUrl out;
+  std::string_view rest;
+  if (url.starts_with("http://")) {
+    rest = url.substr(7);
+  } else if (url.starts_with("https://")) {
+    rest = url.substr(8);
+    out.tls = true;
+  } else {
+    return bad("not an http:// or https:// URL");
   }
-  if (!url.starts_with(kScheme)) return bad("not an http:// URL");
-  std::string_view rest = url.substr(kScheme.size());
   if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
     if (rest.substr(slash) != "/") return bad("no path: /events is added");
     rest = rest.substr(0, slash);
   }
-  EventsUrl out;
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string credentials(rest.substr(0, at));
     out.authorization = "Basic " + absl::Base64Escape(credentials);
@@ -95,7 +250,7 @@ EventsUrl DefaultEventsUrl(const std::string& listen_address) {
 }
 
 absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
-                                  std::chrono::milliseconds timeout) {
+                                  std::chrono::milliseconds timeout, const EventsTls& tls) {
   const std::string where = fmt::format("{}:{}", url.host, url.port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
@@ -127,24 +282,53 @@ absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
   std::string request = fmt::format("GET {} HTTP/1.0\r\nHost: {}\r\n", path, where);
   if (!url.authorization.empty()) request += "Authorization: " + url.authorization + "\r\n";
   request += "\r\n";
+  std::unique_ptr<TlsConnection> connection;
+  if (url.tls) {
+    absl::StatusOr<std::unique_ptr<TlsConnection>> opened =
+        TlsConnection::Open(fd, url, tls, where);
+    if (!opened.ok()) {
+      close(fd);
+      return opened.status();
+    }
+    connection = std::move(*opened);
+  }
   std::string response;
-  bool ok = send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(request.size());
+  std::string failure;
+  bool ok = connection ? connection->Write(request)
+                       : send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+                             static_cast<ssize_t>(request.size());
+  if (!ok && connection) {
+    // In TLS 1.3 the server judges a client certificate after the handshake: its alert ("tlsv13
+    // alert certificate required") is read after a write that may already find it gone.
+    failure = std::strerror(errno);
+    char byte;
+    std::string alert;
+    if (connection->Read(&byte, 1, alert) < 0 && !alert.empty()) failure = alert;
+    if (failure.find("client certificate") == std::string::npos &&
+        failure.find("certificate") != std::string::npos) {
+      failure += tls.cert_file.empty()
+                     ? " (does kpathd ask for a client certificate? --cert FILE --key FILE)"
+                     : " (is --cert signed by a CA kpathd trusts?)";
+    }
+  } else if (!ok) {
+    failure = std::strerror(errno);
+  }
   char buf[16384];
   while (ok) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
+    const ssize_t n =
+        connection ? connection->Read(buf, sizeof(buf), failure) : read(fd, buf, sizeof(buf));
     if (n == 0) break;
     if (n < 0) {
-      ok = errno == EINTR;
+      if (!connection && errno == EINTR) continue;
+      if (!connection) failure = std::strerror(errno);
+      ok = false;
       continue;
     }
     response.append(buf, static_cast<size_t>(n));
   }
-  error = errno;
+  connection.reset();
   close(fd);
-  if (!ok) {
-    return absl::UnavailableError(fmt::format("{}: {}", where, std::strerror(error)));
-  }
+  if (!ok) return absl::UnavailableError(fmt::format("{}: {}", where, failure));
   const size_t end = response.find("\r\n\r\n");
   int status = 0;
   if (end == std::string::npos || std::sscanf(response.c_str(), "HTTP/%*s %d", &status) != 1) {
@@ -154,6 +338,9 @@ absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
 }
 
 int RunEventsCommand(const CliOptions& cli, const Config& config) {
+  // A server that closes a TLS connection (a client certificate refused) must be an error
+  // message, not a SIGPIPE: OpenSSL writes with write(2), not send(MSG_NOSIGNAL).
+  signal(SIGPIPE, SIG_IGN);
   auto fail = [](std::string_view message) {
     std::fprintf(stderr, "kpathd events: %.*s\n", static_cast<int>(message.size()), message.data());
     return 1;
@@ -163,6 +350,32 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
     absl::StatusOr<EventsUrl> parsed = ParseEventsUrl(*cli.events_url);
     if (!parsed.ok()) return fail(std::string(parsed.status().message()));
     url = *parsed;
+  }
+  EventsTls tls;
+  tls.ca_file = cli.events_ca_file.value_or("");
+  tls.insecure = cli.events_insecure;
+  tls.cert_file = cli.events_cert.value_or("");
+  tls.key_file = cli.events_key.value_or("");
+  if (!url.tls && (cli.events_ca_file || cli.events_insecure || cli.events_cert)) {
+    return fail("--ca-file, --insecure, --cert and --key go with an https:// --url");
+  }
+  if (cli.events_user) {
+    if (cli.events_user->find(':') == std::string::npos) {
+      return fail("--user USER:PASSWORD (the password after a colon)");
+    }
+    url.authorization = "Basic " + absl::Base64Escape(*cli.events_user);
+  } else if (cli.events_netrc_file && url.authorization.empty()) {
+    std::ifstream in(*cli.events_netrc_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in)
+      return fail(fmt::format("--netrc-file {}: {}", *cli.events_netrc_file, std::strerror(errno)));
+    absl::StatusOr<std::string> auth = NetrcAuthorization(text.str(), url.host);
+    if (!auth.ok()) {
+      return fail(fmt::format("--netrc-file {}: {}", *cli.events_netrc_file,
+                              std::string(auth.status().message())));
+    }
+    url.authorization = *auth;
   }
   std::string query;
   if (cli.events_since) {
@@ -175,7 +388,7 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
   if (cli.events_kind) query += "&kind=" + PercentEncode(*cli.events_kind);
   for (;;) {
     absl::StatusOr<HttpReply> reply =
-        HttpGet(url, "/events?format=lines" + query, std::chrono::seconds(10));
+        HttpGet(url, "/events?format=lines" + query, std::chrono::seconds(10), tls);
     if (!reply.ok()) return fail(std::string(reply.status().message()));
     if (reply->status != 200) {
       std::string body = reply->body;

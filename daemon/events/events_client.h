@@ -1,5 +1,6 @@
-// `kpathd events`: reads a running kpathd's /events (format=lines) over HTTP and prints each
-// event, oldest first; --follow asks again every second for what followed the last one.
+// `kpathd events`: reads a running kpathd's /events (format=lines) over HTTP or HTTPS (OpenSSL,
+// which kpathd links for its own TLS) and prints each event, oldest first; --follow asks again
+// every second for what followed the last one.
 #pragma once
 
 #include <chrono>
@@ -17,10 +18,23 @@ struct EventsUrl {
   std::string host;
   int port = 9477;
   std::string authorization;  // "Basic ..." from user:password@, or empty
+  bool tls = false;           // https://
 };
-// http://[USER:PASSWORD@]HOST[:PORT][/]; HOST may be [v6]. https is refused (not supported by
-// the client yet: use curl against /events).
+// http[s]://[USER:PASSWORD@]HOST[:PORT][/]; HOST may be [v6].
 absl::StatusOr<EventsUrl> ParseEventsUrl(std::string_view url);
+
+// How an https:// client checks kpathd and shows itself (the web configuration's
+// tls_server_config and client_auth_type, docs/securing-metrics.md).
+struct EventsTls {
+  std::string ca_file;    // PEM CAs to verify the server with; empty: the system's
+  bool insecure = false;  // no verification of the server's certificate (curl -k)
+  std::string cert_file;  // PEM client certificate (chain), with key_file; empty: none
+  std::string key_file;
+};
+
+// "Basic ..." for `login` and `password` of `host` in a netrc file (curl's and ftp's format:
+// "machine HOST login USER password PASSWORD", or "default login ..."); empty when it has none.
+absl::StatusOr<std::string> NetrcAuthorization(std::string_view netrc_text, std::string_view host);
 // The default: 127.0.0.1 and the port of `listen_address`.
 EventsUrl DefaultEventsUrl(const std::string& listen_address);
 
@@ -28,10 +42,11 @@ struct HttpReply {
   int status = 0;
   std::string body;
 };
-// GET `path` (with its query) over HTTP/1.0; an error when the server cannot be reached or does
+// GET `path` (with its query) over HTTP/1.0, in TLS for an https:// `url`; an error when the
+// server cannot be reached, its certificate is not trusted (and not `tls.insecure`), or it does
 // not answer within `timeout`.
 absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
-                                  std::chrono::milliseconds timeout);
+                                  std::chrono::milliseconds timeout, const EventsTls& tls = {});
 
 // Runs the subcommand; returns the exit status.
 int RunEventsCommand(const CliOptions& cli, const Config& config);

@@ -3,7 +3,10 @@
 #include <crypt.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -575,4 +579,111 @@ TEST_CASE("a bad web configuration ends kpathd at start with file, line and key"
   CommandResult check = RunCommand(KpathdBinary() + " --check-config " + yaml);
   CHECK(check.status == 1);
   CHECK(check.output.find(web + ":2: tls_server_config.cert_file: open ") != std::string::npos);
+}
+
+// kpathd events over https (docs/events.md): against the real kpathd's TLS web configuration,
+// with client certificates required and basic auth, as an SRE runs it on a hardened node. The
+// events it prints are the ones curl reads from /events with the same credentials.
+TEST_CASE("kpathd events over https: --ca-file, --insecure, --cert/--key, --user and --netrc-file",
+          "[web][tls][events]") {
+  REQUIRE(IsRoot());
+  TempDir dir;
+  MakeCertificates(dir);
+  dir.Write("web.yml",
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+            "  client_ca_file: ca.crt\n  client_auth_type: RequireAndVerifyClientCert\n"
+            "basic_auth_users:\n  prometheus: " +
+                BcryptHash("s3cret") + "\n");
+  // An event to read: a madvise storm of a process of the test's (a storm from 1 call/s; the
+  // tracepoint mechanism too, for kernels whose madvise has neither fentry nor kprobes).
+  KpathdProcess kpathd({.config_yaml = "sampling_interval: 300ms\nmadvise:\n  "
+                                       "storm_calls_per_second: 1\nprobes:\n  madvise:\n    "
+                                       "mechanisms: [fentry, kprobe, tracepoint]\nweb:\n  "
+                                       "config_file: " +
+                                       dir / "web.yml" + "\n"});
+  const std::string base = KpathdBinary() + " events --json --kind madvise_storm_start";
+  const std::string url = " --url https://127.0.0.1:" + std::to_string(kpathd.port());
+  const std::string ca = " --ca-file " + dir / "ca.crt";
+  const std::string client = " --cert " + dir / "client.crt" + " --key " + dir / "client.key";
+  const std::string user = " --user prometheus:s3cret";
+  const std::string curl_auth = "--cacert " + dir / "ca.crt" + " --cert " + dir / "client.crt" +
+                                " --key " + dir / "client.key" + " -u prometheus:s3cret";
+  // Served, with the madvise probe attached (it attaches after the server starts).
+  REQUIRE(WaitUntil(
+      [&] {
+        const std::string body = Curl(dir, kpathd.port(), curl_auth).body;
+        const size_t at = body.find("kpath_probe_attached{probe=\"madvise\"");
+        return at != std::string::npos && body.substr(body.find('\n', at) - 2, 2) == " 1";
+      },
+      30s));
+  constexpr const char* kComm = "kpath-tls-ev";
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, kComm, 0, 0, 0);
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int i = 0; i < 400; ++i) {
+      madvise(page, 4096, MADV_NORMAL);
+      usleep(5000);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  // The lines of the test's process (kpathd's own threads may storm too at 1 call/s).
+  auto ours = [&](const std::string& output) {
+    std::string out;
+    std::istringstream in(output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(std::string("\"comm\":\"") + kComm + "\"") != std::string::npos)
+        out += line + "\n";
+    }
+    return out;
+  };
+  CommandResult read;
+  const bool seen = WaitUntil(
+      [&] {
+        read = RunCommand(base + url + ca + client + user);
+        return read.status == 0 && read.output.find(kComm) != std::string::npos;
+      },
+      20s);
+  INFO(kpathd.Output());
+  INFO(read.output);
+  REQUIRE(seen);
+  // The same lines as /events holds (format=lines, the header dropped), read by curl.
+  CurlResult events =
+      Curl(dir, kpathd.port(), curl_auth, "'/events?format=lines&kind=madvise_storm_start'");
+  REQUIRE(events.http_status == 200);
+  CHECK(ours(events.body) == ours(read.output));
+  std::cout << "[web] kpathd events over https: " << read.output.substr(0, read.output.find('\n'))
+            << "\n";
+
+  // --insecure instead of the CA; a netrc file instead of --user.
+  CHECK(ours(RunCommand(base + url + " --insecure" + client + user).output) == ours(read.output));
+  dir.Write("netrc", "machine 127.0.0.1 login prometheus password s3cret\n");
+  CHECK(ours(RunCommand(base + url + ca + client + " --netrc-file " + dir / "netrc").output) ==
+        ours(read.output));
+  // Refused, each with its reason and exit 1.
+  auto refused = [&](const std::string& args, const std::string& reason, int exit_status = 1) {
+    CommandResult r = RunCommand(base + args);
+    INFO(args << ": " << r.output);
+    CHECK(r.status == exit_status);
+    CHECK(r.output.find(reason) != std::string::npos);
+  };
+  // The server's certificate against the system's CAs: not trusted.
+  refused(url + client + user, "--ca-file FILE to trust its CA");
+  // A name the certificate does not hold (it holds IP:127.0.0.1 only).
+  refused(" --url https://localhost:" + std::to_string(kpathd.port()) + ca + client + user,
+          "TLS handshake with localhost:");
+  // No client certificate, or one no CA vouches for.
+  refused(url + ca + user, "client certificate");
+  refused(url + ca + " --cert " + dir / "rogue.crt" + " --key " + dir / "rogue.key" + user,
+          "127.0.0.1:");
+  // The wrong password, or none.
+  refused(url + ca + client + " --user prometheus:wrong", "HTTP 401");
+  refused(url + ca + client, "HTTP 401");
+  // Plain HTTP to a TLS port; TLS options without https; half a client certificate.
+  refused(" --url http://127.0.0.1:" + std::to_string(kpathd.port()) + user, "127.0.0.1:");
+  refused(" --url http://127.0.0.1:" + std::to_string(kpathd.port()) + ca, "go with an https://");
+  refused(url + " --cert " + dir / "client.crt", "--cert and --key go together", 2);
 }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "daemon/events/event_json.h"
 #include "daemon/events/event_log.h"
 #include "daemon/events/event_ring.h"
@@ -361,6 +362,18 @@ TEST_CASE("a unit's cgroup churn burst is the same rule under its own names") {
         std::string::npos);
 }
 
+TEST_CASE("kpathd events --netrc-file: the first entry for the host, else default") {
+  const std::string netrc =
+      "machine other login a password b\n"
+      "machine 10.0.0.1\n  login prometheus\n  password s3cret\n"
+      "default login anon password x\n";
+  CHECK(*NetrcAuthorization(netrc, "10.0.0.1") ==
+        "Basic " + absl::Base64Escape("prometheus:s3cret"));
+  CHECK(*NetrcAuthorization(netrc, "node-9") == "Basic " + absl::Base64Escape("anon:x"));
+  CHECK(NetrcAuthorization("machine h login u password p\n", "g")->empty());
+  CHECK_FALSE(NetrcAuthorization("machine h password p\n", "h").ok());
+}
+
 TEST_CASE("kpathd events reads URLs and the fields of kpathd's JSON lines") {
   absl::StatusOr<EventsUrl> u = ParseEventsUrl("http://me:s3cret@10.0.0.1:9555/");
   REQUIRE(u.ok());
@@ -369,8 +382,11 @@ TEST_CASE("kpathd events reads URLs and the fields of kpathd's JSON lines") {
   CHECK(u->authorization == "Basic bWU6czNjcmV0");
   CHECK(ParseEventsUrl("http://[::1]:9477")->host == "::1");
   CHECK(ParseEventsUrl("http://localhost")->port == 9477);
+  CHECK(ParseEventsUrl("https://node-7.example:9477")->tls);
+  CHECK(ParseEventsUrl("https://node-7.example:9477")->host == "node-7.example");
+  CHECK_FALSE(ParseEventsUrl("http://node-7.example:9477")->tls);
   for (const char* bad :
-       {"https://h:1", "ftp://h", "http://h:0", "http://h:x", "http://h/metrics", "http://"}) {
+       {"ftp://h", "http://h:0", "http://h:x", "http://h/metrics", "http://", "https://h/events"}) {
     INFO(bad);
     CHECK_FALSE(ParseEventsUrl(bad).ok());
   }
