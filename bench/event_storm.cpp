@@ -1,15 +1,24 @@
 // kpath-bench-event-storm: is the event ring's memory bounded, and does a storm of events slow
 // /metrics? Runs kpathd's own pieces in one process: the EventLog (ring, counters, the
 // rate-limited log-line output, here to /dev/null) and the MetricsServer (civetweb, /metrics and
-// /events) serving a snapshot of about as many series as a busy host's. Two phases, in the same
-// run: a baseline (no events) and the storm (`--rate` events a second for `--seconds`, each an
-// IRQ-off region with a 32-frame stack), while one client scrapes /metrics every 100 ms and
-// another follows /events (format=lines, since=next_since) every second, as `kpathd events
-// --follow` does. Prints resident memory and scrape latency, and their ratios to the baseline.
+// /events) serving a snapshot of about as many series as a busy host's. Three phases, in the
+// same run, while one client scrapes /metrics every 100 ms and another follows /events
+// (format=lines, since=next_since) every second, as `kpathd events --follow` does:
+//   baseline  no events, no load;
+//   storm     `--rate` events a second for `--seconds`, each an IRQ-off region with a 32-frame
+//             stack, made and emitted by a producer thread;
+//   load      the same producer making the same events at the same rate and dropping them
+//             instead of emitting them, padded with a busy loop to the storm producer's CPU time
+//             a second: an equal CPU load that produces no events.
+// On a machine with few CPUs the producer takes CPU time from the scrapes whatever it does;
+// storm / load is the cost of the event path itself (EventLog::Emit, the ring, /events).
+// Prints resident memory, scrape latency and CPU time, and their ratios.
 //
 //   kpath-bench-event-storm [--rate 100000] [--seconds 60] [--baseline-seconds 20] [--port P]
+//                           [--no-follower]
 #include <fcntl.h>
 #include <malloc.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,12 +80,29 @@ kpath::Event Region(uint64_t n) {
                        {"stack", std::move(stack)}}};
 }
 
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 struct Figures {
   std::vector<double> scrape_ms;
   std::vector<double> rss_mib;  // one a second
   double follow_events = 0;
   double follow_missed = 0;
+  double producer_cpu_per_second = 0;  // the producer thread's CPU seconds a second
+  double process_cpu_per_second = 0;   // the whole process's (server, clients, producer)
+  double produced_per_second = 0;      // events made (and emitted or dropped) a second
 };
+
+enum class Produce { kNothing, kEvents, kLoad };
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -91,26 +117,44 @@ double Mean(const std::vector<double>& v, size_t from, size_t to) {
   return n ? sum / static_cast<double>(n) : 0;
 }
 
-// One phase: scrapes, follows /events and samples RSS for `seconds`, while `produce` runs.
-Figures Phase(const kpath::EventsUrl& url, int seconds, double rate, kpath::EventLog& log) {
+// One phase: scrapes, follows /events and samples RSS for `seconds`, while the producer makes
+// `rate` events a second and emits them (kEvents) or drops them and busy-loops until its CPU time
+// is `load_cpu_per_second` a second of the phase (kLoad).
+// The follower reads on from `since` (the seq it got to in the phase before) unless `follow` is
+// false.
+Figures Phase(const kpath::EventsUrl& url, int seconds, Produce produce, double rate,
+              kpath::EventLog& log, std::string& since, bool follow,
+              double load_cpu_per_second = 0) {
   Figures fig;
   std::atomic<bool> done{false};
   std::atomic<uint64_t> produced{0};
+  std::atomic<double> producer_cpu{0};
+  const double process_cpu0 = ProcessCpuSeconds();
   std::thread producer([&] {
-    if (rate <= 0) return;
+    if (produce == Produce::kNothing) return;
+    const double cpu0 = ThreadCpuSeconds();
     const auto start = Clock::now();
     uint64_t n = 0;
     while (!done) {
       // Pace in 1 ms batches.
-      const double due = std::chrono::duration<double>(Clock::now() - start).count() * rate;
-      while (static_cast<double>(n) < due && !done) log.Emit(Region(n++));
+      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      const double due = elapsed * rate;
+      while (static_cast<double>(n) < due && !done) {
+        kpath::Event event = Region(n++);
+        if (produce == Produce::kEvents) log.Emit(std::move(event));
+      }
+      if (produce == Produce::kLoad) {
+        const double target = cpu0 + load_cpu_per_second * (elapsed + 0.001);
+        while (ThreadCpuSeconds() < target && !done) {
+        }
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     produced = n;
+    producer_cpu = ThreadCpuSeconds() - cpu0;
   });
   std::thread follower([&] {
-    std::string since = "0";
-    while (!done) {
+    while (follow && !done) {
       absl::StatusOr<kpath::HttpReply> r = kpath::HttpGet(
           url, "/events?format=lines&limit=10000&since=" + since, std::chrono::seconds(10));
       if (r.ok() && r->status == 200) {
@@ -139,8 +183,13 @@ Figures Phase(const kpath::EventsUrl& url, int seconds, double rate, kpath::Even
   done = true;
   producer.join();
   follower.join();
-  if (rate > 0) {
-    std::printf("  produced %.0f events, %.0f/s\n", static_cast<double>(produced.load()),
+  fig.producer_cpu_per_second = producer_cpu.load() / seconds;
+  fig.produced_per_second = static_cast<double>(produced.load()) / seconds;
+  fig.process_cpu_per_second = (ProcessCpuSeconds() - process_cpu0) / seconds;
+  if (produce != Produce::kNothing) {
+    std::printf("  %s %.0f events, %.0f/s\n",
+                produce == Produce::kEvents ? "produced and emitted" : "produced and dropped",
+                static_cast<double>(produced.load()),
                 static_cast<double>(produced.load()) / seconds);
   }
   return fig;
@@ -149,12 +198,13 @@ Figures Phase(const kpath::EventsUrl& url, int seconds, double rate, kpath::Even
 void Print(const char* name, const Figures& f) {
   std::printf(
       "  %s: %zu scrapes, latency p50 %.2f ms, p99 %.2f ms; RSS first 10 s %.1f MiB, "
-      "last 10 s %.1f MiB, max %.1f MiB; /events follower read %.0f events, missed %.0f\n",
+      "last 10 s %.1f MiB, max %.1f MiB; /events follower read %.0f events, missed %.0f; CPU "
+      "s/s: producer %.2f, process %.2f\n",
       name, f.scrape_ms.size(), Percentile(f.scrape_ms, 0.5), Percentile(f.scrape_ms, 0.99),
       Mean(f.rss_mib, 0, 10),
       Mean(f.rss_mib, f.rss_mib.size() - std::min<size_t>(10, f.rss_mib.size()), f.rss_mib.size()),
       f.rss_mib.empty() ? 0 : *std::max_element(f.rss_mib.begin(), f.rss_mib.end()),
-      f.follow_events, f.follow_missed);
+      f.follow_events, f.follow_missed, f.producer_cpu_per_second, f.process_cpu_per_second);
 }
 
 }  // namespace
@@ -165,8 +215,18 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 1);
   double rate = 100000;
   int seconds = 60, baseline_seconds = 20, port = 19477;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool follow = true;
+  for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (a == "--no-follower") {  // no /events reader: what the ring alone costs the scrapes
+      follow = false;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", argv[i]);
+      return 2;
+    }
     if (a == "--rate")
       rate = std::atof(argv[i + 1]);
     else if (a == "--seconds")
@@ -211,10 +271,16 @@ int main(int argc, char** argv) {
   std::printf("event storm: %.0f events/s for %d s, baseline %d s (ring: %zu events or %zu MiB)\n",
               rate, seconds, baseline_seconds, kpath::EventLogOptions{}.max_events,
               kpath::EventLogOptions{}.max_bytes >> 20);
-  Figures base = Phase(url, baseline_seconds, 0, log);
+  std::string since = "0";
+  Figures base = Phase(url, baseline_seconds, Produce::kNothing, 0, log, since, follow);
   Print("baseline", base);
-  Figures storm = Phase(url, seconds, rate, log);
+  Figures storm = Phase(url, seconds, Produce::kEvents, rate, log, since, follow);
   Print("storm", storm);
+  // The same CPU load without events: as many events a second as the storm made (a busy machine
+  // may not let it make --rate), dropped, the producer padded to the storm's CPU time a second.
+  Figures load = Phase(url, seconds, Produce::kLoad, storm.produced_per_second, log, since, follow,
+                       storm.producer_cpu_per_second);
+  Print("load (equal CPU, no events)", load);
   const size_t n = storm.rss_mib.size();
   const double rss_first = Mean(storm.rss_mib, 0, 10);
   const double rss_last = Mean(storm.rss_mib, n - std::min<size_t>(10, n), n);
@@ -225,6 +291,15 @@ int main(int argc, char** argv) {
       Percentile(storm.scrape_ms, 0.99) / Percentile(base.scrape_ms, 0.99), rss_last / rss_first,
       *std::max_element(storm.rss_mib.begin(), storm.rss_mib.end()) /
           Mean(base.rss_mib, 0, base.rss_mib.size()));
+  std::printf(
+      "ratios (storm / load, the event path's own cost): scrape p50 %.2f, p99 %.2f; "
+      "(load / baseline, the CPU contention): p50 %.2f, p99 %.2f; producer CPU storm / load "
+      "%.2f\n",
+      Percentile(storm.scrape_ms, 0.5) / Percentile(load.scrape_ms, 0.5),
+      Percentile(storm.scrape_ms, 0.99) / Percentile(load.scrape_ms, 0.99),
+      Percentile(load.scrape_ms, 0.5) / Percentile(base.scrape_ms, 0.5),
+      Percentile(load.scrape_ms, 0.99) / Percentile(base.scrape_ms, 0.99),
+      storm.producer_cpu_per_second / std::max(load.producer_cpu_per_second, 1e-9));
   std::printf("ring at the end: %zu events, %.2f MiB (estimated), %llu overwritten\n",
               log.ring().size(), static_cast<double>(log.ring().bytes()) / (1 << 20),
               static_cast<unsigned long long>(log.ring().dropped()));
