@@ -1,0 +1,351 @@
+#include "probes/cgroups/kubernetes_pods.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+#include <vector>
+
+#include "fmt/format.h"
+#include "probes/cgroups/cgroup_files.h"
+#include "probes/kernel/text.h"
+
+namespace kpath {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool EndsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+bool ConsumePrefix(std::string_view* s, std::string_view p) {
+  if (!StartsWith(*s, p)) return false;
+  s->remove_prefix(p.size());
+  return true;
+}
+bool ConsumeSuffix(std::string_view* s, std::string_view p) {
+  if (!EndsWith(*s, p)) return false;
+  s->remove_suffix(p.size());
+  return true;
+}
+// The non-empty fields of `s` between `sep`s.
+std::vector<std::string_view> NonEmpty(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  for (std::string_view f : text::Split(s, sep)) {
+    if (!f.empty()) out.push_back(f);
+  }
+  return out;
+}
+
+// "kubepods", "kubepods.slice", "kubepods-burstable.slice", "kubelet-kubepods.slice".
+bool NamesKubepods(std::string_view name) {
+  return StartsWith(name, "kubepods") || name.find("-kubepods") != std::string_view::npos;
+}
+
+// A pod's uid: hex digits and dashes (a UUID; a static pod's is a 32-digit hash).
+bool IsUid(std::string_view s) {
+  return s.size() >= 8 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-';
+         });
+}
+
+bool IsHexId(std::string_view s) {
+  return s.size() >= 12 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// The pod uid a path component names: "kubepods-burstable-pod<uid_>.slice",
+// "kubepods-pod<uid_>.slice" (systemd driver, "-" written "_") or "pod<uid>" (cgroupfs driver).
+std::optional<std::string> PodUidOfComponent(std::string_view c) {
+  if (NamesKubepods(c) && ConsumeSuffix(&c, ".slice")) {
+    // kind and kubelet-in-a-slice setups prefix it: "kubelet-kubepods-besteffort-pod<uid_>.slice".
+    size_t pod = c.rfind("-pod");
+    if (pod == std::string_view::npos) return std::nullopt;
+    std::string uid(c.substr(pod + 4));
+    std::replace(uid.begin(), uid.end(), '_', '-');
+    if (!IsUid(uid)) return std::nullopt;
+    return uid;
+  }
+  if (ConsumePrefix(&c, "pod") && IsUid(c)) return std::string(c);
+  return std::nullopt;
+}
+
+// The container id a pod's child component names, or "" (conmon, an unknown runtime's helper).
+std::string ContainerIdOfComponent(std::string_view c) {
+  ConsumeSuffix(&c, ".scope");
+  if (StartsWith(c, "crio-conmon-")) return "";
+  for (std::string_view prefix : {"cri-containerd-", "crio-", "docker-", "libpod-"}) {
+    if (ConsumePrefix(&c, prefix)) break;
+  }
+  return IsHexId(c) ? std::string(c) : "";
+}
+
+}  // namespace
+
+std::optional<KubepodsCgroup> ParseKubepodsCgroupPath(std::string_view path) {
+  std::vector<std::string_view> parts = NonEmpty(path, '/');
+  bool below_kubepods = false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // Every layout has a "kubepods..." ancestor (or is one, the systemd driver's pod slice).
+    below_kubepods = below_kubepods || NamesKubepods(parts[i]);
+    if (!below_kubepods) continue;
+    std::optional<std::string> uid = PodUidOfComponent(parts[i]);
+    if (!uid) continue;
+    KubepodsCgroup out;
+    out.pod_uid = std::move(*uid);
+    if (i + 1 < parts.size()) out.container_id = ContainerIdOfComponent(parts[i + 1]);
+    return out;
+  }
+  return std::nullopt;
+}
+
+std::optional<KubepodsCgroup> KubepodsCgroupOfProcess(std::string_view proc_pid_cgroup) {
+  for (std::string_view line : NonEmpty(proc_pid_cgroup, '\n')) {
+    // "hierarchy-id:controllers:path"; the path may itself hold ':' (never here, but keep it).
+    size_t first = line.find(':');
+    if (first == std::string_view::npos) continue;
+    size_t second = line.find(':', first + 1);
+    if (second == std::string_view::npos) continue;
+    if (auto pod = ParseKubepodsCgroupPath(line.substr(second + 1))) return pod;
+  }
+  return std::nullopt;
+}
+
+std::optional<PodLogDirectory> ParsePodLogDirectoryName(std::string_view name) {
+  std::vector<std::string_view> parts = text::Split(name, '_');
+  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || !IsUid(parts[2])) {
+    return std::nullopt;
+  }
+  return PodLogDirectory{std::string(parts[0]), std::string(parts[1]), std::string(parts[2])};
+}
+
+std::optional<ContainerLogName> ParseContainerLogName(std::string_view name) {
+  if (!ConsumeSuffix(&name, ".log")) return std::nullopt;
+  size_t dash = name.rfind('-');
+  if (dash == std::string_view::npos || !IsHexId(name.substr(dash + 1))) return std::nullopt;
+  std::vector<std::string_view> parts = text::Split(name.substr(0, dash), '_');
+  if (parts.size() != 3 || parts[0].empty() || parts[1].empty() || parts[2].empty()) {
+    return std::nullopt;
+  }
+  return ContainerLogName{std::string(parts[0]), std::string(parts[1]), std::string(parts[2]),
+                          std::string(name.substr(dash + 1))};
+}
+
+PodDirectory::PodDirectory(std::filesystem::path pod_logs, std::filesystem::path container_logs,
+                           std::chrono::milliseconds min_rescan, Clock clock)
+    : pod_logs_(std::move(pod_logs)),
+      container_logs_(std::move(container_logs)),
+      min_rescan_(min_rescan),
+      clock_(clock ? std::move(clock) : Clock(std::chrono::steady_clock::now)) {}
+
+namespace {
+
+// Calls `visit` with each entry name of a directory, at most `limit` of them; nothing on error.
+template <typename Visit>
+void ForEachName(const std::filesystem::path& dir, size_t limit, Visit visit) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (size_t n = 0; !ec && it != end && n < limit; it.increment(ec), ++n) {
+    visit(it->path().filename().string());
+  }
+}
+
+// A node runs at most a few hundred pods (kubelet's maxPods defaults to 110); these bound what a
+// stray or hostile directory can cost a read.
+constexpr size_t kMaxLogEntries = 100000;
+
+}  // namespace
+
+void PodDirectory::Read() {
+  last_read_ = clock_();
+  pods_.clear();
+  containers_.clear();
+  ForEachName(pod_logs_, kMaxLogEntries, [&](const std::string& name) {
+    if (auto pod = ParsePodLogDirectoryName(name)) pods_[pod->uid] = std::move(*pod);
+  });
+  ForEachName(container_logs_, kMaxLogEntries, [&](const std::string& name) {
+    if (auto c = ParseContainerLogName(name)) containers_[c->container_id] = std::move(*c);
+  });
+}
+
+PodLabels PodDirectory::Lookup(const KubepodsCgroup& cgroup) {
+  auto known = [&] {
+    return pods_.count(cgroup.pod_uid) &&
+           (cgroup.container_id.empty() || containers_.count(cgroup.container_id));
+  };
+  if (!known() && (!last_read_ || clock_() - *last_read_ >= min_rescan_)) Read();
+  PodLabels out;
+  if (auto pod = pods_.find(cgroup.pod_uid); pod != pods_.end()) {
+    out.namespace_name = pod->second.namespace_name;
+    out.pod = pod->second.pod;
+  } else {
+    // A pod the logs do not name (they are not mounted, or it is gone): its uid still tells
+    // which pod it was (kubectl get pods -A -o
+    // custom-columns=UID:.metadata.uid,NAME:.metadata.name).
+    out.pod = cgroup.pod_uid;
+  }
+  if (auto c = containers_.find(cgroup.container_id);
+      !cgroup.container_id.empty() && c != containers_.end()) {
+    out.container = c->second.container;
+  }
+  return out;
+}
+
+std::optional<uint64_t> CgroupIdOfDirectory(const std::filesystem::path& dir) {
+  struct {
+    struct file_handle handle;
+    unsigned char bytes[64];
+  } h{};
+  h.handle.handle_bytes = sizeof(h.bytes);
+  int mount_id = 0;
+  if (name_to_handle_at(AT_FDCWD, dir.c_str(), &h.handle, &mount_id, 0) != 0) return std::nullopt;
+  if (h.handle.handle_bytes < sizeof(uint64_t)) return std::nullopt;
+  uint64_t id = 0;
+  std::memcpy(&id, h.handle.f_handle, sizeof(id));
+  return id;
+}
+
+PodAttribution::PodAttribution(PodKey key, HostPaths paths, std::filesystem::path cgroup2_root,
+                               PodDirectory directory)
+    : key_(key),
+      paths_(std::move(paths)),
+      cgroup2_root_(std::move(cgroup2_root)),
+      directory_(std::move(directory)) {}
+
+namespace {
+// Cgroups walked in one read of the unified hierarchy: hosts have thousands, not millions.
+constexpr size_t kMaxCgroups = 1 << 20;
+constexpr std::chrono::seconds kMinCgroupRead(1);
+}  // namespace
+
+void PodAttribution::ReadCgroupIds() {
+  last_cgroup_read_ = std::chrono::steady_clock::now();
+  cgroup_paths_.clear();
+  if (auto root = CgroupIdOfDirectory(cgroup2_root_)) cgroup_paths_[*root] = "/";
+  std::error_code ec;
+  std::filesystem::recursive_directory_iterator it(cgroup2_root_, ec), end;
+  for (size_t n = 0; !ec && it != end && n < kMaxCgroups; it.increment(ec), ++n) {
+    if (!it->is_directory(ec) || it->is_symlink(ec)) {
+      ec.clear();
+      continue;
+    }
+    if (auto id = CgroupIdOfDirectory(it->path())) {
+      cgroup_paths_[*id] = "/" + it->path().lexically_relative(cgroup2_root_).string();
+    }
+  }
+}
+
+std::optional<std::string> PodAttribution::CgroupPath(uint64_t id) {
+  auto it = cgroup_paths_.find(id);
+  if (it == cgroup_paths_.end() &&
+      (!last_cgroup_read_ ||
+       std::chrono::steady_clock::now() - *last_cgroup_read_ >= kMinCgroupRead)) {
+    ReadCgroupIds();
+    it = cgroup_paths_.find(id);
+  }
+  if (it == cgroup_paths_.end()) return std::nullopt;
+  return it->second;
+}
+
+PodLabels PodAttribution::Resolve(uint64_t owner) {
+  if (key_ == PodKey::kProcess) return OfProcess(static_cast<uint32_t>(owner));
+  std::lock_guard lock(mu_);
+  std::optional<std::string> path = CgroupPath(owner);
+  if (!path) return {};
+  std::optional<KubepodsCgroup> pod = ParseKubepodsCgroupPath(*path);
+  if (!pod) return {};
+  return directory_.Lookup(*pod);
+}
+
+PodLabels PodAttribution::OfProcess(uint32_t pid) {
+  if (pid == 0) return {};
+  absl::StatusOr<std::string> text =
+      ReadFileToString(paths_.Proc(std::to_string(pid) + "/cgroup"), 64 << 10);
+  if (!text.ok()) return {};
+  std::optional<KubepodsCgroup> pod = KubepodsCgroupOfProcess(*text);
+  if (!pod) return {};
+  std::lock_guard lock(mu_);
+  return directory_.Lookup(*pod);
+}
+
+}  // namespace kpath
+
+namespace kpath {
+namespace {
+
+// A directory of a cgroup mount, down to depth 2, whose name starts with "kubepods" (kubepods,
+// kubepods.slice, kubelet.slice/kubelet-kubepods.slice): the kubelet's tree.
+bool HasKubepods(const std::filesystem::path& mount) {
+  bool found = false;
+  ForEachName(mount, kMaxLogEntries, [&](const std::string& name) {
+    if (found) return;
+    if (NamesKubepods(name)) {
+      found = true;
+    } else if (EndsWith(name, ".slice")) {
+      ForEachName(mount / name, kMaxLogEntries,
+                  [&](const std::string& child) { found = found || NamesKubepods(child); });
+    }
+  });
+  return found;
+}
+
+}  // namespace
+
+std::unique_ptr<PodAttribution> MakePodAttribution(const KubernetesConfig& config,
+                                                   const HostPaths& paths, std::string* why) {
+  using Mode = KubernetesConfig::PodLabelsMode;
+  using By = KubernetesConfig::AttributeBy;
+  if (config.pod_labels == Mode::kOff) {
+    *why = "kubernetes.pod_labels is off";
+    return nullptr;
+  }
+  std::vector<CgroupMount> mounts;
+  if (absl::StatusOr<std::string> text = ReadFileToString(paths.Proc("self/mountinfo"));
+      text.ok()) {
+    if (auto parsed = ParseCgroupMounts(*text); parsed.ok()) mounts = std::move(*parsed);
+  }
+  std::optional<std::filesystem::path> unified;
+  bool v1 = false, kubepods = false, unified_kubepods = false;
+  for (const CgroupMount& m : mounts) {
+    bool here = HasKubepods(m.mount_point);
+    kubepods = kubepods || here;
+    if (m.version == 2 && !unified) {
+      unified = m.mount_point;
+      unified_kubepods = here;
+    }
+    v1 = v1 || m.version == 1;
+  }
+  bool pod_logs = false;
+  ForEachName(config.pod_logs, 1000, [&](const std::string& name) {
+    pod_logs = pod_logs || ParsePodLogDirectoryName(name).has_value();
+  });
+  if (config.pod_labels == Mode::kAuto && !kubepods && !pod_logs) {
+    *why = fmt::format(
+        "no Kubernetes pods on this node (no kubepods cgroup, no pod directory in {}): "
+        "kubernetes.pod_labels auto leaves them off",
+        config.pod_logs);
+    return nullptr;
+  }
+  PodKey key = PodKey::kProcess;
+  if (config.attribute_by == By::kCgroupId) {
+    if (!unified) {
+      *why = "kubernetes.attribute_by is cgroup_id but no cgroup v2 hierarchy is mounted";
+      return nullptr;
+    }
+    key = PodKey::kCgroupId;
+  } else if (config.attribute_by == By::kAuto && unified && (unified_kubepods || !v1)) {
+    key = PodKey::kCgroupId;
+  }
+  *why = key == PodKey::kCgroupId
+             ? fmt::format("by cgroup v2 id (unified hierarchy at {}), names from {} and {}",
+                           unified->string(), config.pod_logs, config.container_logs)
+             : fmt::format("by process id through /proc/PID/cgroup, names from {} and {}",
+                           config.pod_logs, config.container_logs);
+  return std::make_unique<PodAttribution>(
+      key, paths, key == PodKey::kCgroupId ? *unified : std::filesystem::path(),
+      PodDirectory(config.pod_logs, config.container_logs));
+}
+
+}  // namespace kpath
