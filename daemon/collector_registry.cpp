@@ -86,7 +86,8 @@ const std::vector<CollectorRow>* MakeRegistry() {
                 *env.kernel, MadviseProbeOptions{.allowed = Allowed<MadviseProbe>(config),
                                                  .labels = config.labels,
                                                  .storm_calls_per_second = static_cast<double>(
-                                                     config.madvise.storm_calls_per_second)});
+                                                     config.madvise.storm_calls_per_second),
+                                                 .pods = env.pods});
           },
           [](Collector& c, const Config& config) {
             static_cast<MadviseProbe&>(c).SetStormThreshold(
@@ -145,7 +146,8 @@ const std::vector<CollectorRow>* MakeRegistry() {
           [](const Config& config, const CollectorEnvironment& env) -> std::unique_ptr<Collector> {
             return std::make_unique<IrqOffProbe>(
                 *env.kernel, env.paths, Allowed<IrqOffProbe>(config),
-                IrqOffOptions{.detector = config.irqoff, .labels = config.labels});
+                IrqOffOptions{
+                    .detector = config.irqoff, .labels = config.labels, .pods = env.pods});
           },
           nullptr, {.names_kernel_addresses = true, .perf_event_timers = Mechanism::kPerfEvent}),
       SamplerRow(
@@ -267,7 +269,12 @@ std::unique_ptr<KernelFeatures> KernelFeaturesFor(const Config& config) {
 }
 
 std::unique_ptr<CollectorSet> BuildCollectorSet(const Config& config, KernelFeatures* kernel) {
-  const CollectorEnvironment env{HostPaths(config.procfs_root, config.sysfs_root), kernel};
+  CollectorEnvironment env{HostPaths(config.procfs_root, config.sysfs_root), kernel, nullptr};
+  if (config.bpf_enabled) {
+    std::string why;
+    env.pods = MakePodAttribution(config.kubernetes, env.paths, &why);
+    spdlog::info("pod labels (namespace, pod, container): {}{}", env.pods ? "on, " : "off: ", why);
+  }
   return std::make_unique<CollectorSet>(MakeCollectors(config, env), BuildInfo::Current(),
                                         env.paths);
 }

@@ -10,6 +10,7 @@
 
 #include "daemon/collector_set.h"
 #include "daemon/config.h"
+#include "probes/cgroups/kubernetes_pods.h"
 #include "probes/collect/collector.h"
 #include "probes/kernel/host_paths.h"
 #include "probes/kernel/kernel_features.h"
@@ -23,6 +24,8 @@ struct CollectorEnvironment {
   // The one feature cache (KernelFeaturesFor), also with bpf.enabled false, when no BPF probe is
   // made but the foreign-hook inventory still asks where tracefs is.
   KernelFeatures* kernel = nullptr;
+  // Pod labels (kubernetes.pod_labels), shared by the probes that key by process; null when off.
+  std::shared_ptr<PodAttribution> pods;
 };
 
 // What a collector goes on doing once started, for the capabilities kpathd keeps

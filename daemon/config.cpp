@@ -84,7 +84,8 @@ class ConfigParser {
     absl::Status status = reader_.ForEachKey(
         root, "",
         {"listen_address", "log_level", "sampling_interval", "paths", "meminfo", "percpu",
-         "madvise", "cgroups", "labels", "bpf", "hooks", "irqoff", "slab", "probes", "web"},
+         "madvise", "cgroups", "labels", "kubernetes", "bpf", "hooks", "irqoff", "slab", "probes",
+         "web"},
         [&](const std::string& key, const YAML::Node& key_node, const YAML::Node& value) {
           return ReadSetting(key, key_node, value, config);
         });
@@ -108,6 +109,9 @@ class ConfigParser {
     if (key == "madvise") return ReadMadviseSettings(reader_, key_node, value, config.madvise);
     if (key == "cgroups") return ReadCgroupsSettings(reader_, key_node, value, config.cgroups);
     if (key == "labels") return ParseLabels(key_node, value, config.labels);
+    if (key == "kubernetes") {
+      return ReadKubernetesSettings(reader_, key_node, value, config.kubernetes);
+    }
     if (key == "bpf") return ParseBpf(key_node, value, config);
     if (key == "hooks") return ReadHooksSettings(reader_, key_node, value, config.hooks);
     if (key == "irqoff") return ReadIrqOffSettings(reader_, key_node, value, config.irqoff);
@@ -211,14 +215,16 @@ class ConfigParser {
 
   absl::Status ParseLabels(const YAML::Node& key_node, const YAML::Node& value,
                            LabelLimits& labels) const {
-    return reader_.Section(
-        key_node, value, "labels", {"comm", "caller", "unit"},
-        [&](const std::string& key, const YAML::Node& child_key,
-            const YAML::Node& child) -> absl::Status {
-          int& limit = key == "comm" ? labels.comm : key == "caller" ? labels.caller : labels.unit;
-          return reader_.Int(child_key, child, KeyPath("labels", key), kMinLabelLimit,
-                             kMaxLabelLimit, limit);
-        });
+    return reader_.Section(key_node, value, "labels", {"comm", "caller", "unit", "pod"},
+                           [&](const std::string& key, const YAML::Node& child_key,
+                               const YAML::Node& child) -> absl::Status {
+                             int& limit = key == "comm"     ? labels.comm
+                                          : key == "caller" ? labels.caller
+                                          : key == "pod"    ? labels.pod
+                                                            : labels.unit;
+                             return reader_.Int(child_key, child, KeyPath("labels", key),
+                                                kMinLabelLimit, kMaxLabelLimit, limit);
+                           });
   }
 
   absl::Status ParseBpf(const YAML::Node& key_node, const YAML::Node& value, Config& config) const {

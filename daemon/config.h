@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "daemon/web/web_server_config.h"
 #include "probes/cgroups/cgroups_config.h"
+#include "probes/cgroups/kubernetes_pods.h"
 #include "probes/collect/label_limits.h"
 #include "probes/hooks/hooks_config.h"
 #include "probes/irqoff/irqoff_config.h"
@@ -39,6 +40,7 @@ struct Config {
   MadviseConfig madvise;  // madvise storms (seed 003)
   CgroupsConfig cgroups;  // cgroup churn bursts (seed 000)
   LabelLimits labels;
+  KubernetesConfig kubernetes;  // pod labels (restart to apply)
   bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
   HooksConfig hooks;        // the foreign-hook inventory (seed 002)
   IrqOffConfig irqoff;      // IRQ-disabled regions (seeds 001, 004)

@@ -1,6 +1,7 @@
 #include "daemon/probe_settings.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <utility>
@@ -64,6 +65,29 @@ absl::Status ReadNameList(const YamlReader& reader, const YAML::Node& key_node,
 }
 
 }  // namespace
+
+absl::Status ReadKubernetesSettings(const YamlReader& reader, const YAML::Node& key_node,
+                                    const YAML::Node& value, KubernetesConfig& kubernetes) {
+  using Mode = KubernetesConfig::PodLabelsMode;
+  using By = KubernetesConfig::AttributeBy;
+  static constexpr std::array<std::pair<std::string_view, Mode>, 3> kModes{
+      {{"auto", Mode::kAuto}, {"on", Mode::kOn}, {"off", Mode::kOff}}};
+  static constexpr std::array<std::pair<std::string_view, By>, 3> kBy{
+      {{"auto", By::kAuto}, {"cgroup_id", By::kCgroupId}, {"process", By::kProcess}}};
+  return reader.Section(
+      key_node, value, "kubernetes", {"pod_labels", "attribute_by", "pod_logs", "container_logs"},
+      [&](const std::string& key, const YAML::Node& child_key,
+          const YAML::Node& child) -> absl::Status {
+        const std::string path = KeyPath("kubernetes", key);
+        if (key == "pod_labels")
+          return reader.Choice(child_key, child, path, kModes, kubernetes.pod_labels);
+        if (key == "attribute_by")
+          return reader.Choice(child_key, child, path, kBy, kubernetes.attribute_by);
+        if (key == "pod_logs")
+          return reader.AbsolutePath(child_key, child, path, kubernetes.pod_logs);
+        return reader.AbsolutePath(child_key, child, path, kubernetes.container_logs);
+      });
+}
 
 absl::Status ReadPercpuSettings(const YamlReader& reader, const YAML::Node& key_node,
                                 const YAML::Node& value, PercpuConfig& percpu) {

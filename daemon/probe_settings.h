@@ -16,6 +16,8 @@ namespace kpath {
 // The most series one label (labels.*) or one hooks family may have.
 inline constexpr int64_t kMaxLabelLimit = 10000;
 
+absl::Status ReadKubernetesSettings(const YamlReader& reader, const YAML::Node& key_node,
+                                    const YAML::Node& value, KubernetesConfig& kubernetes);
 absl::Status ReadPercpuSettings(const YamlReader& reader, const YAML::Node& key_node,
                                 const YAML::Node& value, PercpuConfig& percpu);
 absl::Status ReadCgroupsSettings(const YamlReader& reader, const YAML::Node& key_node,

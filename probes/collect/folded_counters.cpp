@@ -13,7 +13,11 @@ void AppendSamples(const std::vector<std::string>& names,
   for (const auto& [key, values] : counters) {
     LabelPairs labels;
     labels.reserve(names.size());
-    for (size_t i = 0; i < names.size(); ++i) labels.emplace_back(names[i], key[i]);
+    // An empty value is an absent label (as Prometheus reads it): not written, so that a process
+    // outside any pod has no namespace="" pod="" container="".
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!key[i].empty()) labels.emplace_back(names[i], key[i]);
+    }
     family.Add(labels, static_cast<double>(values[field]));
   }
 }

@@ -12,9 +12,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "probes/cgroups/kubernetes_pods.h"
 #include "probes/collect/bpf_handles.h"
 #include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
@@ -52,6 +54,8 @@ struct MadviseProbeOptions {
   std::vector<Mechanism> allowed;  // empty: all, in the probe's order
   LabelLimits labels;
   double storm_calls_per_second = 1000;  // STATUS= names a storm from this rate
+  // Labels namespace, pod and container (kubernetes.pod_labels); null: no such labels.
+  std::shared_ptr<PodAttribution> pods;
 };
 
 class MadviseProbe final : public BpfProbe {
@@ -108,6 +112,10 @@ class MadviseProbe final : public BpfProbe {
   // A per-CPU event counter of madvise_events, summed over CPUs.
   absl::StatusOr<uint64_t> EventCount(uint32_t event) const;
   absl::Status InsertReservedKeys();
+  std::vector<size_t> TopN(const LabelLimits& limits) const;
+  uint32_t OwnerKind() const;  // enum madvise_owner_kind
+  // A key's label values: comm, advice and, with pods, its owner's namespace, pod, container.
+  std::vector<std::string> Labels(std::string comm, std::string advice, uint64_t owner);
 
   MadviseProbeOptions options_;
   std::optional<AttachPlan> attached_plan_;  // for the self-test's words
@@ -119,7 +127,8 @@ class MadviseProbe final : public BpfProbe {
   int buffer_fds_[2] = {-1, -1};
   int events_fd_ = -1;
 
-  FoldedCounters folded_;  // {comm, advice} -> {calls, bytes}
+  FoldedCounters folded_;  // {comm, advice[, namespace, pod, container]} -> {calls, bytes}
+  std::unordered_map<uint64_t, PodLabels> owners_;  // this interval's resolved owners
   std::vector<uint64_t> events_;
   std::chrono::steady_clock::time_point last_drain_;
   double storm_threshold_;

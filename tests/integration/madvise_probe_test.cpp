@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -30,6 +32,7 @@
 #include "support/expected_mechanisms.h"
 #include "support/exposition.h"
 #include "support/kpathd_process.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using namespace kpath::testing;
@@ -621,5 +624,202 @@ TEST_CASE("real kernel: the madvise kprobe programs pass the verifier where kpro
     // 5.10): loaded and attached, which is what this test is about.
     if (kpath::IsBlindHook(s)) continue;
     CHECK(std::string(s.message()).rfind("attach:", 0) == 0);
+  }
+}
+
+// ---- pod attribution (seed 003 on Kubernetes) ------------------------------------------------
+
+namespace {
+
+// A Kubernetes pod as the kubelet and containerd lay it out, on this host: its container's
+// cgroup (systemd driver: kubepods-burstable-pod<uid>.slice/cri-containerd-<id>.scope; cgroupfs
+// driver: kubepods/burstable/pod<uid>/<id>) under a test-owned parent in `hierarchy`, and its
+// log directory and log symlink under `logs`. Removes both when destroyed.
+class FakePod {
+ public:
+  FakePod(const std::string& hierarchy, const std::string& parent, bool systemd_driver,
+          const TempDir& logs, const std::string& ns, const std::string& pod,
+          const std::string& container, int n)
+      : parent_(hierarchy + "/" + parent) {
+    char uid[40], id[65];
+    snprintf(uid, sizeof(uid), "%08x-4c5d-4e6f-8a7b-%012x", getpid(), n);
+    snprintf(id, sizeof(id), "%016x%048x", getpid(), n);
+    std::string uid_ = uid;
+    std::replace(uid_.begin(), uid_.end(), '-', '_');
+    const std::string path =
+        systemd_driver ? "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
+                             ".slice/cri-containerd-" + id + ".scope"
+                       : "/kubepods/burstable/pod" + std::string(uid) + "/" + id;
+    cgroup_ = parent_ + path;
+    std::filesystem::create_directories(cgroup_);
+    std::filesystem::create_directories(logs / "pods/" + ns + "_" + pod + "_" + uid + "/" +
+                                        container);
+    std::filesystem::create_directories(logs / "containers");
+    std::ofstream(logs / "containers/" + pod + "_" + ns + "_" + container + "-" + id + ".log");
+  }
+  ~FakePod() {
+    // Deepest first; the processes placed here have exited and been waited for.
+    for (std::filesystem::path p = cgroup_; p.string().size() >= parent_.size();
+         p = p.parent_path()) {
+      for (int i = 0; i < 100 && rmdir(p.c_str()) != 0 && errno == EBUSY; ++i) usleep(10000);
+    }
+  }
+  const std::string& cgroup() const { return cgroup_; }
+
+ private:
+  std::string parent_, cgroup_;
+};
+
+// A child placed in `cgroup` (unless "") before it runs `work`, then kept alive until Release():
+// a storming service lives on, and kubernetes.attribute_by process reads /proc/PID/cgroup when
+// it drains (a process gone by then keeps its counts, without pod labels).
+class HeldChild {
+ public:
+  HeldChild(const std::string& cgroup, const std::function<void()>& work) {
+    int go[2], done[2];
+    if (pipe(go) != 0 || pipe(done) != 0) return;
+    pid_ = StartChild([&] {
+      close(go[1]);
+      close(done[1]);
+      // Not the other children's release ends: each must see EOF when its own is closed.
+      for (int fd : Open()) close(fd);
+      char c;
+      if (read(go[0], &c, 1) != 1) _exit(4);
+      work();
+      (void)!read(done[0], &c, 1);  // until Release() closes the other end
+    });
+    close(go[0]);
+    close(done[0]);
+    placed_ = cgroup.empty() ||
+              static_cast<bool>(std::ofstream(cgroup + "/cgroup.procs") << pid_ << std::flush);
+    (void)!write(go[1], "g", 1);
+    close(go[1]);
+    release_ = done[1];
+    Open().push_back(release_);
+  }
+  ~HeldChild() { Release(); }
+  // Lets the child exit and waits for it; true if it was placed and exited 0.
+  bool Release() {
+    if (release_ < 0) return false;
+    std::erase(Open(), release_);
+    close(release_);
+    release_ = -1;
+    return WaitChild(pid_) && placed_;
+  }
+
+ private:
+  static std::vector<int>& Open() {
+    static std::vector<int> fds;
+    return fds;
+  }
+  pid_t pid_ = -1;
+  int release_ = -1;
+  bool placed_ = false;
+};
+
+// The unified hierarchy's mount point, and the first v1 hierarchy's (nullopt if none).
+std::optional<std::string> MountOf(bool v2) {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    const bool is_v2 = line.find(" - cgroup2 ") != std::string::npos;
+    const bool is_v1 = line.find(" - cgroup ") != std::string::npos;
+    if ((v2 && is_v2) || (!v2 && is_v1 && line.find(",memory") != std::string::npos)) {
+      std::istringstream fields(line);
+      std::string f;
+      for (int i = 0; i < 5; ++i) fields >> f;
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("madvise: the same comm in two pods and on the host is three series, each exact",
+          "[madvise][pods]") {
+  REQUIRE(IsRoot());
+  // By cgroup v2 id (the unified hierarchy holds the pods: auto chooses it) and by process id
+  // through /proc/PID/cgroup (pods in the v1 memory hierarchy, or in v2 where there is none).
+  for (std::string by : {"cgroup_id", "process"}) {
+    DYNAMIC_SECTION("attribute_by " << by) {
+      std::optional<std::string> hierarchy = MountOf(/*v2=*/by == "cgroup_id");
+      if (!hierarchy) hierarchy = MountOf(true);
+      REQUIRE(hierarchy);
+      TempDir logs;
+      const std::string parent = "kpt-pods-" + std::to_string(getpid()) + ".slice";
+      FakePod payments(*hierarchy, parent, by == "cgroup_id", logs, "payments",
+                       "gateway-7d9f8b6c5-x2k4q", "gateway", 1);
+      FakePod search(*hierarchy, parent, by == "cgroup_id", logs, "search",
+                     "gateway-5c4b3a2d1-p9q8r", "gateway", 2);
+      // auto finds the kubepods tree this test made (and chooses the key); process is asked.
+      KpathdProcess kpathd(
+          {.config_yaml = Config("kubernetes:\n  attribute_by: " +
+                                 std::string(by == "cgroup_id" ? "auto" : "process") +
+                                 "\n  pod_logs: " + logs / "pods" +
+                                 "\n  container_logs: " + logs / "containers" + "\n")});
+      REQUIRE(kpathd.WaitUntilServing());
+      INFO(kpathd.Output());
+      auto body = kpathd.Scrape();
+      REQUIRE(body);
+      REQUIRE(Sum(*body, "kpath_probe_attached", {{"probe", "madvise"}}) == 1);
+      CHECK(kpathd.Output().find("pod labels (namespace, pod, container): on, by " +
+                                 std::string(by == "cgroup_id" ? "cgroup v2 id" : "process id")) !=
+            std::string::npos);
+
+      const std::string comm = UniqueComm("gateway");
+      HeldChild in_payments_pod(payments.cgroup(),
+                                [&] { MadviseStorm({.comm = comm, .calls = 30000}); });
+      HeldChild in_search_pod(search.cgroup(),
+                              [&] { MadviseStorm({.comm = comm, .calls = 5000}); });
+      HeldChild on_host("", [&] { MadviseStorm({.comm = comm, .calls = 700}); });
+      std::string after = ScrapeUntil(kpathd, "kpath_madvise_calls_total", {{"comm", comm}}, 35700);
+      after = kpathd.Scrape().value_or(after);  // one interval more: every key drained
+      INFO(after);
+      CHECK(in_payments_pod.Release());
+      CHECK(in_search_pod.Release());
+      CHECK(on_host.Release());
+      const std::map<std::string, std::string> in_payments{{"comm", comm},
+                                                           {"namespace", "payments"},
+                                                           {"pod", "gateway-7d9f8b6c5-x2k4q"},
+                                                           {"container", "gateway"},
+                                                           {"advice", "dontneed"}};
+      CHECK(Sum(after, "kpath_madvise_calls_total", in_payments) == 30000);
+      CHECK(Sum(after, "kpath_madvise_bytes_total", in_payments) == 30000.0 * kPage);
+      CHECK(Sum(after, "kpath_madvise_calls_total",
+                {{"comm", comm}, {"namespace", "search"}, {"pod", "gateway-5c4b3a2d1-p9q8r"}}) ==
+            5000);
+      // The host's process: no pod labels at all.
+      double outside = 0;
+      for (const Sample& s : Samples(after, "kpath_madvise_calls_total")) {
+        if (s.labels.at("comm") == comm && !s.labels.count("namespace") && !s.labels.count("pod") &&
+            !s.labels.count("container")) {
+          outside += s.value;
+        }
+      }
+      CHECK(outside == 700);
+      CHECK(Sum(after, "kpath_madvise_calls_total", {{"comm", comm}}) == 35700);
+    }
+  }
+}
+
+TEST_CASE("madvise: no pod labels where the node runs no pods, or when turned off",
+          "[madvise][pods]") {
+  REQUIRE(IsRoot());
+  TempDir logs;
+  for (std::string mode : {"auto", "off"}) {
+    DYNAMIC_SECTION("pod_labels " << mode) {
+      KpathdProcess kpathd({.config_yaml = Config("kubernetes:\n  pod_labels: " + mode +
+                                                  "\n  pod_logs: " + logs / "pods" + "\n")});
+      REQUIRE(kpathd.WaitUntilServing());
+      INFO(kpathd.Output());
+      const std::string comm = UniqueComm("kpt-nopod-");
+      REQUIRE(InChild([&] { MadviseStorm({.comm = comm, .calls = 1000}); }));
+      std::string after = ScrapeUntil(kpathd, "kpath_madvise_calls_total", {{"comm", comm}}, 1000);
+      CHECK(kpathd.Output().find("pod labels (namespace, pod, container): off") !=
+            std::string::npos);
+      for (const Sample& s : Samples(after, "kpath_madvise_calls_total")) {
+        CHECK(s.labels.size() == 2);  // comm, advice
+      }
+    }
   }
 }

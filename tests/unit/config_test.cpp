@@ -119,6 +119,12 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "labels.comm",
                                           "labels.caller",
                                           "labels.unit",
+                                          "labels.pod",
+                                          "kubernetes",
+                                          "kubernetes.pod_labels",
+                                          "kubernetes.attribute_by",
+                                          "kubernetes.pod_logs",
+                                          "kubernetes.container_logs",
                                           "bpf",
                                           "bpf.enabled",
                                           "hooks",
@@ -274,16 +280,19 @@ TEST_CASE("the percpu and madvise sections fill their own structs") {
 TEST_CASE("an unknown top-level key is an error naming file, line and key") {
   CHECK(ErrorOf("log_level: info\nsampling_interval: 5s\nno_such_key: 1\n") ==
         "kpathd.yaml:3: unknown key \"no_such_key\" (valid: listen_address, log_level, "
-        "sampling_interval, paths, meminfo, percpu, madvise, cgroups, labels, bpf, hooks, irqoff, "
-        "slab, "
-        "probes, web)");
+        "sampling_interval, paths, meminfo, percpu, madvise, cgroups, labels, kubernetes, bpf, "
+        "hooks, irqoff, slab, probes, web)");
 }
 
 TEST_CASE("an unknown nested key is an error naming its section and the valid keys") {
   CHECK(ErrorOf("paths:\n  procfs: /proc\n  foo: /x\n") ==
         "kpathd.yaml:3: unknown key \"foo\" in \"paths\" (valid: procfs, sysfs)");
   CHECK(ErrorOf("labels:\n  pid: 5\n") ==
-        "kpathd.yaml:2: unknown key \"pid\" in \"labels\" (valid: comm, caller, unit)");
+        "kpathd.yaml:2: unknown key \"pid\" in \"labels\" (valid: comm, caller, unit, pod)");
+  CHECK(ErrorOf("kubernetes:\n  pod_labels: yes please\n") ==
+        "kpathd.yaml:2: kubernetes.pod_labels: expected one of auto, on, off, got \"yes please\"");
+  CHECK(ErrorOf("kubernetes:\n  pod_logs: var/log/pods\n").find("kubernetes.pod_logs") !=
+        std::string::npos);
   CHECK(ErrorOf("probes:\n  percpu_alloc:\n    enable: false\n") ==
         "kpathd.yaml:3: unknown key \"enable\" in \"probes.percpu_alloc\" (valid: enabled, "
         "mechanisms)");

@@ -372,7 +372,7 @@ TEST_CASE("without BPF only the samplers are made, each under its row's name", "
   config.sysfs_root = "/nonexistent/sys";  // nothing is mounted
   const HostPaths paths("/nonexistent/proc", config.sysfs_root);
   LiveKernelFeatures kernel(paths, /*may_mount=*/false);
-  const CollectorEnvironment env{paths, &kernel};
+  const CollectorEnvironment env{paths, &kernel, nullptr};
   auto names = [&] {
     std::vector<std::string_view> out;
     for (const auto& collector : MakeCollectors(config, env)) {
