@@ -90,8 +90,13 @@ std::string DescribeRegion(const IrqOffRegion& region) {
                                   " <- "));
   // Last, so that the stack still follows where the tick landed.
   std::string witness = region.unwitnessed ? "; no other CPU saw it" : "";
-  return fmt::format("{:.1f} ms on CPU {} in {} (pid {}), culprit {}{}{}{}", region.seconds * 1e3,
-                     region.cpu, region.comm, region.pid, region.culprit, where, stack, witness);
+  std::string pod = region.pod.empty() ? ""
+                    : region.pod.namespace_name.empty()
+                        ? fmt::format(" of pod {}", region.pod.pod)
+                        : fmt::format(" of pod {}/{}", region.pod.namespace_name, region.pod.pod);
+  return fmt::format("{:.1f} ms on CPU {} in {} (pid {}{}), culprit {}{}{}{}", region.seconds * 1e3,
+                     region.cpu, region.comm, region.pid, pod, region.culprit, where, stack,
+                     witness);
 }
 
 Event RegionEvent(const IrqOffRegion& region, absl::Time end) {
@@ -111,6 +116,12 @@ Event RegionEvent(const IrqOffRegion& region, absl::Time end) {
                                                     : "holder")},
       {"witnessed", int64_t{region.unwitnessed ? 0 : 1}},
   };
+  // The process's pod, where it has one (docs/events.md).
+  for (auto [key, value] :
+       {std::pair{"namespace", &region.pod.namespace_name}, std::pair{"pod", &region.pod.pod},
+        std::pair{"container", &region.pod.container}}) {
+    if (!value->empty()) event.fields.push_back({key, *value});
+  }
   return event;
 }
 
@@ -139,6 +150,7 @@ void IrqOffProbe::CountRegions(uint64_t events_lost) {
   regions.reserve(drained_events_.size());
   for (const irqoff_event& event : drained_events_) {
     regions.push_back(RegionFromEvent(event, *symbolizer_));
+    if (options_.pods) regions.back().pod = options_.pods->OfProcess(regions.back().pid);
     if (events_) events_->Emit(RegionEvent(regions.back(), WallTimeOfMonotonic(event.end_ns)));
   }
   drained_events_.clear();

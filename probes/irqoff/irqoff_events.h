@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "probes/cgroups/kubernetes_pods.h"
 #include "probes/collect/event_sink.h"
 #include "probes/kernel/kernel_symbolizer.h"
 
@@ -25,6 +26,7 @@ struct IrqOffRegion {
   bool task_switched = false;       // the interrupt landed in a later thread (see irqoff.h)
   bool user_mode = false;           // the interrupt landed in user code
   bool unwitnessed = false;         // no other CPU looked at this one meanwhile (see irqoff.h)
+  PodLabels pod;                    // the process's pod (kubernetes.pod_labels), else empty
 };
 
 // Builds the region from a raw event (pure but for the symbolizer).

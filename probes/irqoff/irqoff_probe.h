@@ -40,6 +40,8 @@ namespace kpath {
 struct IrqOffOptions {
   IrqOffConfig detector;
   LabelLimits labels;  // comm, and caller for the culprit
+  // Each region's pod in its event (kubernetes.pod_labels); null: none.
+  std::shared_ptr<PodAttribution> pods;
 };
 
 // How regions are measured, by precision (what kpath_irqoff_detector_info{method} says).

@@ -290,6 +290,15 @@ TEST_CASE("an IRQ-off region's event names its CPU, process, culprit and stack")
   CHECK(json.find("\"seconds\":0.0301,\"cpu\":3,\"pid\":4242,\"comm\":\"ss\",\"culprit\":"
                   "\"get_slabinfo\",\"stack\":[\"get_slabinfo\",\"s_show\",\"seq_read\"],"
                   "\"landed\":\"holder\"") != std::string::npos);
+  CHECK(json.find("pod") == std::string::npos);  // not a pod's: no pod fields
+
+  // A process in a pod (seed 001's slabinfo reader as a monitoring agent's container).
+  r.pod = {"monitoring", "node-agent-x7k2p", "collector"};
+  const std::string in_pod = EventJson(StoredEvent{2, RegionEvent(r, absl::FromUnixSeconds(1))});
+  CHECK(in_pod.find("in ss (pid 4242 of pod monitoring/node-agent-x7k2p), culprit") !=
+        std::string::npos);
+  CHECK(in_pod.find("\"namespace\":\"monitoring\",\"pod\":\"node-agent-x7k2p\","
+                    "\"container\":\"collector\"") != std::string::npos);
 }
 
 TEST_CASE("a monotonic clock reading is placed on the wall clock") {

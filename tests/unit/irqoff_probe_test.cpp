@@ -48,9 +48,9 @@ struct ProbeUnderTest {
   std::unique_ptr<IrqOffProbe> probe;
 
   explicit ProbeUnderTest(IrqOffConfig config = {}) {
-    probe = std::make_unique<IrqOffProbe>(kernel, HostPaths("/nonexistent", "/x"),
-                                          std::vector<Mechanism>{},
-                                          IrqOffOptions{.detector = config, .labels = {}});
+    probe = std::make_unique<IrqOffProbe>(
+        kernel, HostPaths("/nonexistent", "/x"), std::vector<Mechanism>{},
+        IrqOffOptions{.detector = config, .labels = {}, .pods = nullptr});
   }
 };
 
