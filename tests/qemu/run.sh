@@ -99,6 +99,7 @@ default_spec='~[golden] ~"SIGHUP*" ~"an idle host stays quiet*"'
 ci_tests=(
   "percpu: every plan this kernel supports*"             # percpu_alloc fentry and kprobe on pcpu_alloc and __alloc_percpu_gfp
   "madvise: every plan this kernel supports*"            # madvise fentry and kprobe on __x64_sys_madvise and do_madvise
+  "madvise: the same comm in two pods*"                  # pod labels: the cgroup id helper in kprobes, without BTF
   "tlb_flush: each mechanism this kernel has*"           # tlb_flush tp_btf, raw_tp, tracepoint; none made on arm64
   "each cgroup churn mechanism this kernel has*"         # cgroup_churn tp_btf, raw_tp, tracepoint
   "cgroup churn under a named process is counted*"      # transient names by shape (kernfs_node.name)
