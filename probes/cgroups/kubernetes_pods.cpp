@@ -223,7 +223,8 @@ constexpr std::chrono::seconds kMinCgroupRead(1);
 void PodAttribution::ReadCgroupIds() {
   last_cgroup_read_ = std::chrono::steady_clock::now();
   cgroup_paths_.clear();
-  if (auto root = CgroupIdOfDirectory(cgroup2_root_)) cgroup_paths_[*root] = "/";
+  // Paths relative to the hierarchy's root (the root itself ""): only their components matter.
+  if (auto root = CgroupIdOfDirectory(cgroup2_root_)) cgroup_paths_[*root].clear();
   std::error_code ec;
   std::filesystem::recursive_directory_iterator it(cgroup2_root_, ec), end;
   for (size_t n = 0; !ec && it != end && n < kMaxCgroups; it.increment(ec), ++n) {
@@ -232,7 +233,7 @@ void PodAttribution::ReadCgroupIds() {
       continue;
     }
     if (auto id = CgroupIdOfDirectory(it->path())) {
-      cgroup_paths_[*id] = "/" + it->path().lexically_relative(cgroup2_root_).string();
+      cgroup_paths_[*id] = it->path().lexically_relative(cgroup2_root_).string();
     }
   }
 }
