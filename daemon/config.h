@@ -41,10 +41,10 @@ struct Config {
   CgroupsConfig cgroups;  // cgroup churn bursts (seed 000)
   LabelLimits labels;
   KubernetesConfig kubernetes;  // pod labels (restart to apply)
-  bool bpf_enabled = true;  // false: /proc and /sys samplers only, no BPF probe is loaded
-  HooksConfig hooks;        // the foreign-hook inventory (seed 002)
-  IrqOffConfig irqoff;      // IRQ-disabled regions (seeds 001, 004)
-  SlabConfig slab;          // slab cache sizes (seed 001)
+  bool bpf_enabled = true;      // false: /proc and /sys samplers only, no BPF probe is loaded
+  HooksConfig hooks;            // the foreign-hook inventory (seed 002)
+  IrqOffConfig irqoff;          // IRQ-disabled regions (seeds 001, 004)
+  SlabConfig slab;              // slab cache sizes (seed 001)
   std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults
   WebServerConfig web;
 
