@@ -12,7 +12,8 @@ tree per variant (BUILD_DIR-ablate-<variant>, configured from this source tree w
 -DKPATH_BPF_ABLATION, built with ccache) and compares them with it. The parts
 (KPATH_ABLATE_* in probes/bpf/kpath_bpf.h): return (the program returns once it has read the
 event's arguments), count (no counting by key), track (percpu: no live-allocation table;
-cgroups: no path tail sent); join parts with "+". Every round runs bench/bpf_cost.py once per
+cgroups: no path tail sent), and for the percpu allocation log's order stamp: order (none),
+clock (bpf_ktime_get_ns instead), jiffies (bpf_jiffies64 instead); join parts with "+". Every round runs bench/bpf_cost.py once per
 build, in turn, so that the host's load drifts over all builds alike; a single run varies by
 +-20 % and more on a shared VM, so compare the medians printed at the end (x the empty program
 of each run's own churn), never two single runs.
@@ -29,7 +30,7 @@ ROOT = os.path.dirname(HERE)
 HOOKS = ["percpu_alloc_percpu", "percpu_free_percpu", "cgroup_mkdir", "cgroup_rmdir"]
 # "<hook> kpathd <program> events ns/event empty-ns x-empty range" (bpf_cost.py's rows)
 ROW = re.compile(r"^(\S+)\s+kpathd \S+\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)", re.M)
-PARTS = {"return": 1, "count": 2, "track": 4}
+PARTS = {"return": 1, "count": 2, "track": 4, "order": 8, "clock": 16, "jiffies": 32}
 
 
 def one_run(build, churn, shape):

@@ -237,6 +237,11 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
 #define KPATH_ABLATE_RETURN 1 /* the program returns once it has read the event's arguments */
 #define KPATH_ABLATE_COUNT 2  /* no counting by key (comm and caller, comm and unit) */
 #define KPATH_ABLATE_TRACK 4  /* percpu: no live-allocation table; cgroups: no path tail sent */
+/* percpu allocation log, its order stamp (allocation_log.h) replaced, to measure what it costs:
+ * none at all (order), bpf_ktime_get_ns() (clock), bpf_jiffies64() (jiffies). Not exact. */
+#define KPATH_ABLATE_ORDER 8
+#define KPATH_ABLATE_CLOCK 16
+#define KPATH_ABLATE_JIFFIES 32
 #define KPATH_ABLATED(part) ((KPATH_ABLATION & KPATH_ABLATE_##part) != 0)
 /* Keeps `value` computed in an ablated program (a store the compiler cannot drop). */
 static __always_inline void kpath_ablation_sink(__u64 value) {

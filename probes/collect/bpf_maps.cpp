@@ -56,12 +56,13 @@ absl::StatusOr<uint64_t> SumPerCpu(int map_fd, uint32_t key, std::string_view st
   return sum;
 }
 
-absl::StatusOr<MappedArray> MappedArray::Of(bpf_map* map) {
+absl::StatusOr<MappedArray> MappedArray::Of(bpf_map* map, bool writable) {
   size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   size_t bytes = size_t{bpf_map__max_entries(map)} * bpf_map__value_size(map);
   MappedArray mapped;
   mapped.bytes_ = (bytes + page - 1) / page * page;
-  void* m = mmap(nullptr, mapped.bytes_, PROT_READ, MAP_SHARED, bpf_map__fd(map), 0);
+  void* m = mmap(nullptr, mapped.bytes_, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+                 bpf_map__fd(map), 0);
   if (m == MAP_FAILED) return LibbpfError(fmt::format("mmap {}", bpf_map__name(map)), errno);
   mapped.data_ = m;
   mapped.entries_ = bpf_map__max_entries(map);

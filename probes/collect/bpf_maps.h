@@ -67,12 +67,14 @@ absl::StatusOr<uint64_t> SumPerCpu(int map_fd, uint32_t key, std::string_view st
 // A read-only mmap of a BPF array map created with BPF_F_MMAPABLE; unmapped when destroyed.
 class MappedArray {
  public:
-  static absl::StatusOr<MappedArray> Of(bpf_map* map);
+  // `writable`: mapped for writing too (data the BPF side reads from user space).
+  static absl::StatusOr<MappedArray> Of(bpf_map* map, bool writable = false);
   MappedArray() = default;
   MappedArray(MappedArray&& other) noexcept { *this = std::move(other); }
   MappedArray& operator=(MappedArray&& other) noexcept;
   ~MappedArray();
   const void* data() const { return data_; }
+  void* writable_data() const { return data_; }  // mapped with Of(map, true) only
   size_t entries() const { return entries_; }
 
  private:

@@ -17,6 +17,7 @@
 #include "kpath_bpf.h"
 #include "percpu.h"
 #include "live_table.bpf.h"
+#include "allocation_log.bpf.h"
 // clang-format on
 
 char LICENSE[] SEC("license") = "GPL";
@@ -54,7 +55,10 @@ KPATH_TUNABLE(__u64, self_pidns_ino, 0);
  * The counts by (comm, caller) go through a per-CPU cache first (kpath_bpf.h). */
 KPATH_CACHED_KEYED_COUNTERS(alloc_counts, struct percpu_alloc_key, struct percpu_alloc_value, 512)
 
-/* Live allocations, two ways; user space loads the programs of one (percpu_probe.cpp):
+/* Live allocations, three ways; user space loads the programs of one (percpu_probe.cpp):
+ *  - the allocation log (programs with suffix _log, allocation_log.bpf.h): each CPU appends its
+ *    allocations and frees to logs of its own and user space matches them. No shared line on
+ *    the event path: the way with the least cost per event where BPF atomics exist.
  *  - `live_table` (programs without suffix): the open-addressing table of live_table.bpf.h,
  *    claimed with compare-and-swap, which the verifier accepts since Linux 5.12. An insert or a
  *    removal is a multiply and, mostly, one cache line of the hot part; the bytes allocated and
@@ -176,9 +180,14 @@ static __always_inline void live_hash_remove(__u64 ptr) {
   bpf_map_delete_elem(&live_allocs, &ptr);
 }
 
-/* `table` is a constant at every call: each program holds one way only, and the _hash
- * programs no atomic instruction (which kernels before 5.12 refuse even in dead code). */
-static __always_inline void count_tracked_alloc(bool table, __u64 caller, __u64 bytes, __u64 ptr) {
+/* The way live allocations are kept (see above). A constant at every call: each program holds one
+ * way only, and the _hash programs no atomic instruction (which kernels before 5.12 refuse even
+ * in dead code). */
+enum percpu_way { WAY_HASH, WAY_TABLE, WAY_LOG };
+
+static __always_inline void count_tracked_alloc(enum percpu_way way, __u64 caller, __u64 bytes,
+                                                __u64 ptr) {
+  const bool table = way == WAY_TABLE;
   if (KPATH_ABLATED(RETURN)) {
     kpath_ablation_sink(caller ^ bytes ^ ptr);
     return;
@@ -187,7 +196,9 @@ static __always_inline void count_tracked_alloc(bool table, __u64 caller, __u64 
   const char* task = kpath_current_task(task_comm_offset);
   count_alloc(task, caller, bytes);
   if (KPATH_ABLATED(TRACK)) return;
-  if (table) {
+  if (way == WAY_LOG) {
+    if (!plog_append_alloc(ptr, bytes, caller)) count_event(PERCPU_EVENT_LOG_FULL);
+  } else if (table) {
     bool own =
         self_tgid && task_tgid_offset && *(const __s32*)(task + task_tgid_offset) == self_tgid;
     if (!live_table_insert(ptr, bytes, caller, own)) count_event(PERCPU_EVENT_LIVE_MAP_FULL);
@@ -196,12 +207,14 @@ static __always_inline void count_tracked_alloc(bool table, __u64 caller, __u64 
   }
 }
 
-static __always_inline int count_free(bool table, __u64 ptr) {
+static __always_inline int count_free(enum percpu_way way, __u64 ptr) {
   if (KPATH_ABLATED(RETURN) || KPATH_ABLATED(TRACK)) {
     kpath_ablation_sink(ptr);
     return 0;
   }
-  if (table) {
+  if (way == WAY_LOG) {
+    if (!plog_append_free(ptr)) count_event(PERCPU_EVENT_LOG_FULL);
+  } else if (way == WAY_TABLE) {
     if (!live_table_remove(ptr)) count_event(PERCPU_EVENT_UNTRACKED_FREE);
   } else {
     live_hash_remove(ptr);
@@ -209,7 +222,7 @@ static __always_inline int count_free(bool table, __u64 ptr) {
   return 0;
 }
 
-static __always_inline int alloc_tracepoint(bool table, void* ctx) {
+static __always_inline int alloc_tracepoint(enum percpu_way way, void* ctx) {
   __u64 bytes;
   if (tp_bytes_alloc_offset) {
     bytes = kpath_tp_field(ctx, tp_bytes_alloc_offset, tp_bytes_alloc_size);
@@ -220,80 +233,104 @@ static __always_inline int alloc_tracepoint(bool table, void* ctx) {
                      ? kpath_tp_field(ctx, tp_call_site_offset, 8)
                      : 0;
   if (caller == 0 || in_allocator_wrapper(caller)) caller = caller_from_stack(ctx);
-  count_tracked_alloc(table, caller, bytes, kpath_tp_field(ctx, tp_ptr_offset, 8));
+  count_tracked_alloc(way, caller, bytes, kpath_tp_field(ctx, tp_ptr_offset, 8));
   return 0;
 }
 
 /* The layout since 5.19 through tp_btf or raw_tp (arguments as listed at the top). The highest
  * argument read, bytes_alloc (the 9th), is what tp_btf's load and raw_tp's attach check against
  * the tracepoint's arity. */
-static __always_inline int alloc_with_call_site(bool table, __u64* args) {
+static __always_inline int alloc_with_call_site(enum percpu_way way, __u64* args) {
   __u64 caller =
       caller_from_stack_always || in_allocator_wrapper(args[0]) ? caller_from_stack(args) : args[0];
-  count_tracked_alloc(table, caller, args[8], args[7]);
+  count_tracked_alloc(way, caller, args[8], args[7]);
   return 0;
 }
 
 /* The layout before 5.19: ptr, the 7th argument, is the highest read. */
-static __always_inline int alloc_legacy(bool table, __u64* args) {
-  count_tracked_alloc(table, caller_from_stack(args), args[2] * nr_possible_cpus, args[6]);
+static __always_inline int alloc_legacy(enum percpu_way way, __u64* args) {
+  count_tracked_alloc(way, caller_from_stack(args), args[2] * nr_possible_cpus, args[6]);
   return 0;
 }
 
 /* percpu_free_percpu(base_addr, off, ptr): tp_btf and raw_tp read ptr as their third argument. */
-static __always_inline int free_tracepoint(bool table, void* ctx) {
-  return count_free(table, kpath_tp_field(ctx, tp_free_ptr_offset, 8));
+static __always_inline int free_tracepoint(enum percpu_way way, void* ctx) {
+  return count_free(way, kpath_tp_field(ctx, tp_free_ptr_offset, 8));
 }
 
 /* Every program that sees the pointer: per layout of percpu_alloc_percpu, per mechanism, and the
- * frees, once with the table and once with the hash map (suffix _hash). */
+ * frees, once for each way of keeping live allocations (suffixes: none, _hash, _log). */
 SEC("tp_btf/percpu_alloc_percpu")
-int percpu_alloc_tp_btf(__u64* ctx) { return alloc_with_call_site(true, ctx); }
+int percpu_alloc_tp_btf(__u64* ctx) { return alloc_with_call_site(WAY_TABLE, ctx); }
 
 SEC("tp_btf/percpu_alloc_percpu")
-int percpu_alloc_tp_btf_legacy(__u64* ctx) { return alloc_legacy(true, ctx); }
+int percpu_alloc_tp_btf_legacy(__u64* ctx) { return alloc_legacy(WAY_TABLE, ctx); }
 
 SEC("raw_tp/percpu_alloc_percpu")
-int percpu_alloc_raw_tp(__u64* ctx) { return alloc_with_call_site(true, ctx); }
+int percpu_alloc_raw_tp(__u64* ctx) { return alloc_with_call_site(WAY_TABLE, ctx); }
 
 SEC("raw_tp/percpu_alloc_percpu")
-int percpu_alloc_raw_tp_legacy(__u64* ctx) { return alloc_legacy(true, ctx); }
+int percpu_alloc_raw_tp_legacy(__u64* ctx) { return alloc_legacy(WAY_TABLE, ctx); }
 
 SEC("tp/percpu/percpu_alloc_percpu")
-int percpu_alloc_tracepoint(void* ctx) { return alloc_tracepoint(true, ctx); }
+int percpu_alloc_tracepoint(void* ctx) { return alloc_tracepoint(WAY_TABLE, ctx); }
 
 SEC("tp_btf/percpu_free_percpu")
-int percpu_free_tp_btf(__u64* ctx) { return count_free(true, ctx[2]); }
+int percpu_free_tp_btf(__u64* ctx) { return count_free(WAY_TABLE, ctx[2]); }
 
 SEC("raw_tp/percpu_free_percpu")
-int percpu_free_raw_tp(__u64* ctx) { return count_free(true, ctx[2]); }
+int percpu_free_raw_tp(__u64* ctx) { return count_free(WAY_TABLE, ctx[2]); }
 
 SEC("tp/percpu/percpu_free_percpu")
-int percpu_free_tracepoint(void* ctx) { return free_tracepoint(true, ctx); }
+int percpu_free_tracepoint(void* ctx) { return free_tracepoint(WAY_TABLE, ctx); }
 
 SEC("tp_btf/percpu_alloc_percpu")
-int percpu_alloc_tp_btf_hash(__u64* ctx) { return alloc_with_call_site(false, ctx); }
+int percpu_alloc_tp_btf_hash(__u64* ctx) { return alloc_with_call_site(WAY_HASH, ctx); }
 
 SEC("tp_btf/percpu_alloc_percpu")
-int percpu_alloc_tp_btf_legacy_hash(__u64* ctx) { return alloc_legacy(false, ctx); }
+int percpu_alloc_tp_btf_legacy_hash(__u64* ctx) { return alloc_legacy(WAY_HASH, ctx); }
 
 SEC("raw_tp/percpu_alloc_percpu")
-int percpu_alloc_raw_tp_hash(__u64* ctx) { return alloc_with_call_site(false, ctx); }
+int percpu_alloc_raw_tp_hash(__u64* ctx) { return alloc_with_call_site(WAY_HASH, ctx); }
 
 SEC("raw_tp/percpu_alloc_percpu")
-int percpu_alloc_raw_tp_legacy_hash(__u64* ctx) { return alloc_legacy(false, ctx); }
+int percpu_alloc_raw_tp_legacy_hash(__u64* ctx) { return alloc_legacy(WAY_HASH, ctx); }
 
 SEC("tp/percpu/percpu_alloc_percpu")
-int percpu_alloc_tracepoint_hash(void* ctx) { return alloc_tracepoint(false, ctx); }
+int percpu_alloc_tracepoint_hash(void* ctx) { return alloc_tracepoint(WAY_HASH, ctx); }
 
 SEC("tp_btf/percpu_free_percpu")
-int percpu_free_tp_btf_hash(__u64* ctx) { return count_free(false, ctx[2]); }
+int percpu_free_tp_btf_hash(__u64* ctx) { return count_free(WAY_HASH, ctx[2]); }
 
 SEC("raw_tp/percpu_free_percpu")
-int percpu_free_raw_tp_hash(__u64* ctx) { return count_free(false, ctx[2]); }
+int percpu_free_raw_tp_hash(__u64* ctx) { return count_free(WAY_HASH, ctx[2]); }
 
 SEC("tp/percpu/percpu_free_percpu")
-int percpu_free_tracepoint_hash(void* ctx) { return free_tracepoint(false, ctx); }
+int percpu_free_tracepoint_hash(void* ctx) { return free_tracepoint(WAY_HASH, ctx); }
+
+SEC("tp_btf/percpu_alloc_percpu")
+int percpu_alloc_tp_btf_log(__u64* ctx) { return alloc_with_call_site(WAY_LOG, ctx); }
+
+SEC("tp_btf/percpu_alloc_percpu")
+int percpu_alloc_tp_btf_legacy_log(__u64* ctx) { return alloc_legacy(WAY_LOG, ctx); }
+
+SEC("raw_tp/percpu_alloc_percpu")
+int percpu_alloc_raw_tp_log(__u64* ctx) { return alloc_with_call_site(WAY_LOG, ctx); }
+
+SEC("raw_tp/percpu_alloc_percpu")
+int percpu_alloc_raw_tp_legacy_log(__u64* ctx) { return alloc_legacy(WAY_LOG, ctx); }
+
+SEC("tp/percpu/percpu_alloc_percpu")
+int percpu_alloc_tracepoint_log(void* ctx) { return alloc_tracepoint(WAY_LOG, ctx); }
+
+SEC("tp_btf/percpu_free_percpu")
+int percpu_free_tp_btf_log(__u64* ctx) { return count_free(WAY_LOG, ctx[2]); }
+
+SEC("raw_tp/percpu_free_percpu")
+int percpu_free_raw_tp_log(__u64* ctx) { return count_free(WAY_LOG, ctx[2]); }
+
+SEC("tp/percpu/percpu_free_percpu")
+int percpu_free_tracepoint_log(void* ctx) { return free_tracepoint(WAY_LOG, ctx); }
 
 /* The allocator's first argument is the per-CPU size in every variant
  * (pcpu_alloc_noprof, pcpu_alloc, __alloc_percpu_gfp); the target is set in user space. At entry

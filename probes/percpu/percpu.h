@@ -2,7 +2,8 @@
 #ifndef KPATH_PERCPU_H
 #define KPATH_PERCPU_H
 
-#include "live_table.h" /* the live-allocation table's layout */
+#include "allocation_log.h" /* the allocation log's layout */
+#include "live_table.h"     /* the live-allocation table's layout */
 
 /* A caller is one word, so keys stay small and cheap to hash on every allocation:
  *  - the tracepoint's call_site (Linux 5.19+), a kernel text address, always at or above
@@ -41,6 +42,7 @@ enum percpu_event {
   PERCPU_EVENT_UNTRACKED_FREE,    /* free of memory allocated before kpathd or not tracked */
   PERCPU_EVENT_STACK_ERROR,       /* no stack id: caller unknown */
   PERCPU_EVENT_SELF_CHECK,        /* kpathd's own canary allocation, seen (also counted) */
+  PERCPU_EVENT_LOG_FULL, /* allocation log: a record lost, its CPU's log and the spill map full */
   PERCPU_EVENT_MAX,
 };
 

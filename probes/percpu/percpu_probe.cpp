@@ -78,6 +78,12 @@ constexpr TrackedPrograms kTrackedPrograms[] = {
     {Mechanism::kTracepoint, LiveAllocTracking::kHashMap,
      &PercpuPrograms::percpu_alloc_tracepoint_hash, nullptr,
      &PercpuPrograms::percpu_free_tracepoint_hash},
+    {Mechanism::kTpBtf, LiveAllocTracking::kLog, &PercpuPrograms::percpu_alloc_tp_btf_log,
+     &PercpuPrograms::percpu_alloc_tp_btf_legacy_log, &PercpuPrograms::percpu_free_tp_btf_log},
+    {Mechanism::kRawTp, LiveAllocTracking::kLog, &PercpuPrograms::percpu_alloc_raw_tp_log,
+     &PercpuPrograms::percpu_alloc_raw_tp_legacy_log, &PercpuPrograms::percpu_free_raw_tp_log},
+    {Mechanism::kTracepoint, LiveAllocTracking::kLog, &PercpuPrograms::percpu_alloc_tracepoint_log,
+     nullptr, &PercpuPrograms::percpu_free_tracepoint_log},
 };
 
 const TrackedPrograms* TrackedProgramsFor(Mechanism mechanism, LiveAllocTracking tracking) {
@@ -174,6 +180,8 @@ std::string_view LiveAllocTrackingName(LiveAllocTracking tracking) {
       return "array table";
     case LiveAllocTracking::kHashMap:
       return "hash map";
+    case LiveAllocTracking::kLog:
+      return "allocation log";
     case LiveAllocTracking::kNone:
       break;
   }
@@ -186,8 +194,15 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan) {
   if (plan.mechanism == Mechanism::kFentry || plan.mechanism == Mechanism::kKprobe) {
     return AttachWith(plan, LiveAllocTracking::kNone, load_failed);
   }
-  // The table needs BPF atomics (compare-and-swap, Linux 5.12+): ask the kernel by loading it.
+  // The log and the table need BPF atomics (Linux 5.12+), the log mmap-able arrays (5.5): ask
+  // the kernel by loading them.
   std::string refused = "off by option";
+  if (options_.live_table && options_.allocation_log) {
+    absl::Status log = AttachWith(plan, LiveAllocTracking::kLog, load_failed);
+    if (log.ok() || !load_failed) return log;
+    spdlog::info("probe {}: allocation log refused ({}), trying the array table", kName,
+                 std::string(log.message()));
+  }
   if (options_.live_table) {
     absl::Status table = AttachWith(plan, LiveAllocTracking::kTable, load_failed);
     if (table.ok() || !load_failed) return table;
@@ -213,10 +228,10 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
     legacy = TracepointLayout() == Layout::kLegacy;
   }
   const bool table = tracking == LiveAllocTracking::kTable;
+  const bool log = tracking == LiveAllocTracking::kLog;
   bpf_program* alloc = nullptr;
   bpf_program* free = nullptr;  // entry probes see no pointer: frees are not matched
-  const TrackedPrograms* programs = TrackedProgramsFor(
-      plan.mechanism, table ? LiveAllocTracking::kTable : LiveAllocTracking::kHashMap);
+  const TrackedPrograms* programs = TrackedProgramsFor(plan.mechanism, tracking);
   if (programs) {
     alloc = skel->progs.*(legacy ? programs->alloc_legacy : programs->alloc);
     free = skel->progs.*programs->free;
@@ -271,11 +286,11 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   // The table reads the comm (and the process, to keep kpathd's own allocations out of the hot
   // part) from the task where the kernel has BTF: it has bpf_get_current_task_btf wherever it
   // has the table's atomics.
-  if (table && kernel_.HasVmlinuxBtf()) {
+  if ((table || log) && kernel_.HasVmlinuxBtf()) {
     std::optional<uint32_t> comm = kernel_.Layout().Task().comm;
     std::optional<uint32_t> tgid = kernel_.Layout().Task().tgid;
     skel->rodata->task_comm_offset = comm.value_or(0);
-    if (comm && tgid) {  // the task pointer comes with the comm offset
+    if (table && comm && tgid) {  // the task pointer comes with the comm offset
       skel->rodata->task_tgid_offset = *tgid;
     }
   }
@@ -294,6 +309,12 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   while (bits < 26 && (uint64_t{1} << bits) < 2 * uint64_t{tracked}) ++bits;
   skel->rodata->live_table_bits = table ? bits : 0;
   const uint32_t table_slots = table ? PERCPU_LIVE_HOT_SLOTS + (1U << bits) : 1U;
+  // The logs: 2^log_records_bits records per CPU, for each possible CPU.
+  const uint32_t log_cpus = static_cast<uint32_t>(std::max(libbpf_num_possible_cpus(), 1));
+  const uint32_t log_bits = std::clamp<uint32_t>(options_.log_records_bits, 4, 20);
+  skel->rodata->log_cpus = log_cpus;
+  skel->rodata->log_records_bits = log_bits;
+  const uint32_t log_records = log ? log_cpus << log_bits : 1U;
   struct Size {
     bpf_map* map;
     uint32_t entries;
@@ -303,15 +324,23 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
         Size{skel->maps.live_callers, table ? PERCPU_LIVE_CALLERS : 1U},
         Size{skel->maps.live_allocs, tracking == LiveAllocTracking::kHashMap ? tracked : 1U},
         Size{skel->maps.caller_balance_0, tracking == LiveAllocTracking::kHashMap ? 512U : 1U},
-        Size{skel->maps.caller_balance_1, tracking == LiveAllocTracking::kHashMap ? 512U : 1U}}) {
+        Size{skel->maps.caller_balance_1, tracking == LiveAllocTracking::kHashMap ? 512U : 1U},
+        Size{skel->maps.plog_allocs, log_records}, Size{skel->maps.plog_frees, log_records},
+        Size{skel->maps.plog_heads, log ? log_cpus : 1U},
+        Size{skel->maps.plog_tails, log ? log_cpus : 1U},
+        // A burst logged faster than it is read (30,000 allocations in one bpf() call: a
+        // preallocated per-CPU hash map) spills here: as many as are tracked at most.
+        Size{skel->maps.plog_spill, log ? tracked : 1U}}) {
     if (int err = bpf_map__set_max_entries(size.map, size.entries); err) {
       return LibbpfError(fmt::format("size {}", bpf_map__name(size.map)), err);
     }
   }
-  // Kernels before 5.5 refuse mmap-able arrays; only the table needs one.
-  if (!table) {
-    if (int err = bpf_map__set_map_flags(skel->maps.live_callers, 0); err) {
-      return LibbpfError("set live_callers flags", err);
+  // Kernels before 5.5 refuse mmap-able arrays; only the table and the log need them.
+  for (bpf_map* map : {skel->maps.live_callers, skel->maps.plog_allocs, skel->maps.plog_frees,
+                       skel->maps.plog_heads, skel->maps.plog_tails, skel->maps.plog_order}) {
+    bool needed = map == skel->maps.live_callers ? table : log;
+    if (int err = needed ? 0 : bpf_map__set_map_flags(map, 0); err) {
+      return LibbpfError(fmt::format("set {} flags", bpf_map__name(map)), err);
     }
   }
 
@@ -335,8 +364,26 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
     callers_map = *std::move(callers);
   }
 
+  std::unique_ptr<AllocationLogReader> log_reader;
+  if (log) {
+    absl::StatusOr<std::unique_ptr<AllocationLogReader>> reader =
+        AllocationLogReader::Open({.allocs = skel->maps.plog_allocs,
+                                   .frees = skel->maps.plog_frees,
+                                   .heads = skel->maps.plog_heads,
+                                   .tails = skel->maps.plog_tails,
+                                   .order = skel->maps.plog_order,
+                                   .spill = skel->maps.plog_spill,
+                                   .cpus = log_cpus,
+                                   .records_bits = log_bits},
+                                  tracked);
+    if (!reader.ok()) return reader.status();
+    log_reader = *std::move(reader);
+  }
+
   // The free program first: an allocation is never tracked without its free being watched.
   if (absl::Status s = AttachAndRemember({free, alloc}, plan); !s.ok()) return s;
+  if (log_reader) log_reader->Start(options_.log_read_interval);
+  log_ = std::move(log_reader);
   ListPrograms({alloc, free});
   tracks_frees_ = free != nullptr;
   tracking_ = tracking;
@@ -349,6 +396,15 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
 
 void PercpuAllocProbe::Detach() {
   BpfProbe::Detach();
+  if (log_) {
+    AllocationLogReader::Stats stats = log_->stats();
+    spdlog::info(
+        "probe {}: allocation log: {} records in {} reads ({} spilled), {} of CPU reading them",
+        kName, stats.records, stats.drains, stats.spilled, absl::FormatDuration(stats.busy));
+  }
+  log_.reset();
+  log_untracked_frees_ = 0;
+  log_not_tracked_ = 0;
   live_callers_ = MappedArray();
   skel_.reset();
   alloc_maps_.reset();
@@ -436,6 +492,17 @@ absl::Status PercpuAllocProbe::DrainCounters() {
     uint32_t zero = 0;
     ++live_epoch_;
     bpf_map_update_elem(bpf_map__fd(skel_->maps.live_epoch), &zero, &live_epoch_, BPF_ANY);
+    return absl::OkStatus();
+  }
+  if (tracking_ == LiveAllocTracking::kLog) {
+    log_->WithLatest([&](const AllocationMatcher& matcher) {
+      outstanding_.clear();
+      for (const auto& [caller, held] : matcher.OutstandingByCaller()) {
+        if (held != 0) outstanding_[CallerName(caller)] += held;
+      }
+      log_untracked_frees_ = matcher.untracked_frees();
+      log_not_tracked_ = matcher.not_tracked();
+    });
     return absl::OkStatus();
   }
   if (tracking_ != LiveAllocTracking::kHashMap) return absl::OkStatus();
@@ -526,12 +593,16 @@ absl::Status PercpuAllocProbe::Collect(MetricFamilies& out) {
     outstanding.AppendTo(out);
   }
 
-  FamilyBuilder(health_metrics::kEventsLostTotal)
-      .Add({{"probe", std::string(kName)}, {"reason", "tracking_map_full"}},
-           static_cast<double>(events_[PERCPU_EVENT_LIVE_MAP_FULL]))
-      .AppendTo(out);
+  FamilyBuilder lost(health_metrics::kEventsLostTotal);
+  lost.Add({{"probe", std::string(kName)}, {"reason", "tracking_map_full"}},
+           static_cast<double>(events_[PERCPU_EVENT_LIVE_MAP_FULL] + log_not_tracked_));
+  if (tracking_ == LiveAllocTracking::kLog) {
+    lost.Add({{"probe", std::string(kName)}, {"reason", "log_full"}},
+             static_cast<double>(events_[PERCPU_EVENT_LOG_FULL]));
+  }
+  lost.AppendTo(out);
   FamilyBuilder(percpu_metrics::kUntrackedFreesTotal)
-      .Add(static_cast<double>(events_[PERCPU_EVENT_UNTRACKED_FREE]))
+      .Add(static_cast<double>(events_[PERCPU_EVENT_UNTRACKED_FREE] + log_untracked_frees_))
       .AppendTo(out);
   return absl::OkStatus();
 }

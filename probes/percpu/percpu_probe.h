@@ -19,6 +19,7 @@
 #include "probes/collect/keyed_counter_maps.h"
 #include "probes/kernel/kernel_features.h"
 #include "probes/kernel/kernel_symbolizer.h"
+#include "probes/percpu/allocation_log_reader.h"
 #include "probes/percpu/percpu_caller.h"
 
 struct percpu_bpf;
@@ -31,6 +32,7 @@ enum class LiveAllocTracking {
   kNone,     // entry probes (fentry, kprobe): the pointer is not known, frees are not matched
   kTable,    // open-addressing table in an array map, claimed with BPF atomics (Linux 5.12+)
   kHashMap,  // hash map: kernels whose verifier refuses the table's atomics
+  kLog,      // per-CPU allocation logs matched in user space (BPF atomics, mmap-able arrays)
 };
 std::string_view LiveAllocTrackingName(LiveAllocTracking tracking);
 
@@ -39,8 +41,12 @@ struct PercpuProbeOptions {
   LabelLimits labels;
   uint32_t max_tracked_allocations = 65536;  // live allocations tracked at most
   bool caller_from_stack = false;            // name callers from stack samples always
-  // false: the hash map even where the kernel takes the table (tests of the fallback).
+  // false: the hash map even where the kernel takes the table or the log (tests of the fallback).
   bool live_table = true;
+  // false: the table (or the hash map) even where the kernel takes the allocation log.
+  bool allocation_log = true;
+  uint32_t log_records_bits = 12;  // records per CPU in each allocation log: 2^bits
+  absl::Duration log_read_interval = absl::Milliseconds(50);
 };
 
 class PercpuAllocProbe final : public BpfProbe {
@@ -89,6 +95,9 @@ class PercpuAllocProbe final : public BpfProbe {
   bool tracks_frees_ = false;
   LiveAllocTracking tracking_ = LiveAllocTracking::kNone;
   MappedArray live_callers_;  // the live_callers map (kTable)
+  std::unique_ptr<AllocationLogReader> log_;  // kLog
+  uint64_t log_untracked_frees_ = 0;          // kLog: from the matcher
+  uint64_t log_not_tracked_ = 0;
   uint32_t live_epoch_ = 0;   // intervals so far, the table's clock (kTable)
   std::optional<KeyedCounterMaps> alloc_maps_;
   std::optional<KeyedCounterMaps> balance_maps_;

@@ -151,8 +151,9 @@ bool KernelTakesBpfCmpxchg() {
   return true;
 }
 
-// With the array table asked for: true if it is loaded; false if the probe fell back to the hash
-// map, which it must do exactly where the verifier takes no compare-and-swap.
+// With the array table (or the allocation log) asked for: true if it is loaded; false if the probe
+// fell back to the hash map, which it must do exactly where the verifier takes no
+// compare-and-swap.
 bool TableLoadedOrRefused(const kpath::PercpuAllocProbe& probe) {
   bool fell_back = false;
   for (const kpath::OwnBpfProgram& program : probe.Programs()) {
@@ -326,9 +327,34 @@ bool LeakMemoryCgroups(const std::string& comm, const std::string& parent, int c
 
 }  // namespace
 
+// The ways the percpu probe keeps live allocations, as options that force each, and the suffix
+// of its programs.
+struct LiveTracking {
+  const char* name;
+  bool live_table;
+  bool allocation_log;
+  const char* suffix;
+};
+constexpr LiveTracking kLiveTrackings[] = {{"allocation log", true, true, "_log"},
+                                           {"array table", true, false, ""},
+                                           {"hash map", false, false, "_hash"}};
+
+// Whether every program of `probe` is of `way` (the table's have neither suffix).
+bool ProgramsOf(const kpath::PercpuAllocProbe& probe, const LiveTracking& way) {
+  for (const kpath::OwnBpfProgram& program : probe.Programs()) {
+    bool log = program.program.ends_with("_log"), hash = program.program.ends_with("_hash");
+    if (std::string_view(way.suffix) == "_log"    ? !log
+        : std::string_view(way.suffix) == "_hash" ? !hash
+                                                  : (log || hash)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 TEST_CASE(
-    "percpu: the array table and its hash-map fallback match frees to allocations alike, "
-    "through every tracepoint mechanism",
+    "percpu: the allocation log, the array table and its hash-map fallback match frees to "
+    "allocations alike, through every tracepoint mechanism",
     "[percpu][mechanisms][matrix][outstanding]") {
   REQUIRE(IsRoot());
   auto root = MemoryCgroupRoot();
@@ -338,20 +364,19 @@ TEST_CASE(
   const std::string caller = "mem_cgroup_css_alloc";
   const std::string parent = *root + "/kpath-matrix-outstanding.slice";
   constexpr int kChurn = 300, kLeak = 20;
-  // The fallback is what kernels without BPF atomics (before 5.12) load: forced here.
-  for (bool table : {true, false}) {
+  // The fallbacks are what kernels without BPF atomics (before 5.12) load: forced here.
+  for (const LiveTracking& way : kLiveTrackings) {
     for (kpath::Mechanism mechanism :
          {kpath::Mechanism::kTpBtf, kpath::Mechanism::kRawTp, kpath::Mechanism::kTracepoint}) {
-      std::string name = fmt::format("{} with the {}", kpath::MechanismName(mechanism),
-                                     table ? "array table" : "hash map");
+      std::string name = fmt::format("{} with the {}", kpath::MechanismName(mechanism), way.name);
       DYNAMIC_SECTION(name) {
-        kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(), {.live_table = table});
+        kpath::PercpuAllocProbe probe(
+            kernel, kpath::HostPaths(),
+            {.live_table = way.live_table, .allocation_log = way.allocation_log});
         const kpath::AttachPlan plan{mechanism, "percpu:percpu_alloc_percpu"};
         if (!AttachAlone(probe, plan, "percpu_alloc")) continue;
-        if (table && !TableLoadedOrRefused(probe)) continue;
-        for (const kpath::OwnBpfProgram& program : probe.Programs()) {
-          CHECK(program.program.ends_with("_hash") == !table);
-        }
+        if (way.live_table && !TableLoadedOrRefused(probe)) continue;
+        CHECK(ProgramsOf(probe, way));
         mkdir(parent.c_str(), 0755);
         if (std::filesystem::exists(*root + "/cgroup.subtree_control")) {
           std::ofstream(*root + "/cgroup.subtree_control") << "+memory";
@@ -390,6 +415,7 @@ TEST_CASE(
         CHECK(outstanding >= leaked);
         CHECK(outstanding <= leaked + churned / 2);
         CHECK(SampleValue(now, "kpath_events_lost_total", "reason", "tracking_map_full") == 0);
+        CHECK(SampleValue(now, "kpath_events_lost_total", "reason", "log_full") == 0);
       }
     }
   }
@@ -409,14 +435,16 @@ TEST_CASE(
   constexpr uint32_t kElements = 30000;
   std::string comm;
   std::getline(std::ifstream("/proc/self/comm"), comm);
-  for (bool table : {true, false}) {
-    DYNAMIC_SECTION((table ? "array table" : "hash map")) {
-      kpath::PercpuAllocProbe probe(
-          kernel, kpath::HostPaths(),
-          {.max_tracked_allocations = 2 * kElements, .live_table = table});
+  for (const LiveTracking& way : kLiveTrackings) {
+    DYNAMIC_SECTION(way.name) {
+      kpath::PercpuAllocProbe probe(kernel, kpath::HostPaths(),
+                                    {.max_tracked_allocations = 2 * kElements,
+                                     .live_table = way.live_table,
+                                     .allocation_log = way.allocation_log});
       const kpath::AttachPlan plan{kpath::Mechanism::kTpBtf, "percpu:percpu_alloc_percpu"};
       if (!AttachAlone(probe, plan, "percpu_alloc")) continue;
-      if (table && !TableLoadedOrRefused(probe)) continue;
+      if (way.live_table && !TableLoadedOrRefused(probe)) continue;
+      CHECK(ProgramsOf(probe, way));
       kpath::MetricFamilies before, held, after;
       REQUIRE(probe.Collect(before).ok());
       int map = bpf_map_create(BPF_MAP_TYPE_PERCPU_HASH, "kpath_test_pc", sizeof(uint64_t),
@@ -458,6 +486,7 @@ TEST_CASE(
                         << ", with the map " << while_held << ", after it " << outstanding);
       CHECK(allocated >= kElements * 8.0);
       CHECK(SampleValue(held, "kpath_events_lost_total", "reason", "tracking_map_full") == 0);
+      CHECK(SampleValue(after, "kpath_events_lost_total", "reason", "log_full") == 0);
       // Every element's memory was held, and given back (others' maps can only add).
       CHECK(while_held - at_start >= allocated);
       CHECK(while_held - outstanding >= allocated);

@@ -1,0 +1,79 @@
+// Reads the percpu allocation log (allocation_log.h) of a loaded percpu object into an
+// AllocationMatcher: on its own thread every `interval`, so that a log never fills between two
+// collections, and on demand before each collection, so that the figures a collection exports
+// include everything logged before it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "probes/collect/bpf_maps.h"
+#include "probes/percpu/allocation_matcher.h"
+
+struct bpf_map;
+
+namespace kpath {
+
+struct AllocationLogMaps {
+  bpf_map* allocs;
+  bpf_map* frees;
+  bpf_map* heads;
+  bpf_map* tails;
+  bpf_map* order;
+  bpf_map* spill;
+  uint32_t cpus;
+  uint32_t records_bits;
+};
+
+class AllocationLogReader {
+ public:
+  // Maps the logs; the thread starts with Start().
+  static absl::StatusOr<std::unique_ptr<AllocationLogReader>> Open(const AllocationLogMaps& maps,
+                                                                   size_t max_live);
+  ~AllocationLogReader();
+
+  void Start(absl::Duration interval);
+  // Reads what was logged up to now, then calls `f` with the matcher (under the lock).
+  template <typename F>
+  void WithLatest(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DrainLocked();
+    f(static_cast<const AllocationMatcher&>(matcher_));
+  }
+
+  struct Stats {
+    uint64_t drains = 0;
+    uint64_t records = 0;
+    uint64_t spilled = 0;
+    absl::Duration busy;  // CPU time spent reading and matching
+  };
+  Stats stats() const;
+
+ private:
+  AllocationLogReader(const AllocationLogMaps& maps, size_t max_live)
+      : maps_(maps), matcher_(max_live) {}
+  void DrainLocked();
+  void ReadSpill(std::vector<AllocationLogRecord>& out);  // and empties the spill map
+
+  AllocationLogMaps maps_;
+  MappedArray allocs_, frees_, heads_, tails_, order_;
+  mutable std::mutex mu_;
+  AllocationMatcher matcher_;
+  std::vector<AllocationLogRecord> records_;
+  uint64_t spilled_seen_ = 0;  // the CPUs' spill counts at the last read of the spill map
+  std::vector<AllocationLogRecord> spilled_frees_;  // applied one read later (see DrainLocked)
+  Stats stats_;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace kpath
