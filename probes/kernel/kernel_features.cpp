@@ -345,6 +345,33 @@ bool LiveKernelFeatures::HasBpfGlobalData() {
   return *global_data_;
 }
 
+bool LiveKernelFeatures::HasBpfAtomics() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!atomics_) {
+    // A socket filter that fetch-and-adds to a stack slot: refused before 5.12.
+    bpf_insn insns[5] = {};
+    insns[0].code = BPF_ST | BPF_MEM | BPF_DW;  // *(u64*)(r10 - 8) = 0
+    insns[0].dst_reg = BPF_REG_10;
+    insns[0].off = -8;
+    insns[1].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r1 = 1
+    insns[1].dst_reg = BPF_REG_1;
+    insns[1].imm = 1;
+    insns[2].code = BPF_STX | BPF_ATOMIC | BPF_DW;  // r1 = atomic_fetch_add(r10 - 8, r1)
+    insns[2].dst_reg = BPF_REG_10;
+    insns[2].src_reg = BPF_REG_1;
+    insns[2].off = -8;
+    insns[2].imm = BPF_ADD | BPF_FETCH;
+    insns[3].code = BPF_ALU64 | BPF_MOV | BPF_K;  // r0 = 0
+    insns[3].dst_reg = BPF_REG_0;
+    insns[4].code = BPF_JMP | BPF_EXIT;
+    int prog = bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, nullptr, "GPL", insns,
+                             sizeof(insns) / sizeof(insns[0]), nullptr);
+    atomics_ = prog >= 0;
+    if (prog >= 0) close(prog);
+  }
+  return *atomics_;
+}
+
 bool LiveKernelFeatures::KvmStealTimeReadable() {
   {
     std::lock_guard<std::mutex> lock(mu_);

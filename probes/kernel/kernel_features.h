@@ -95,6 +95,9 @@ class KernelFeatures {
   // BPF global data (.rodata, .data, .bss maps referenced from programs; Linux 5.2+): else each
   // probe loads its object's build without it (KPATH_TUNABLE in probes/bpf/kpath_bpf.h).
   virtual bool HasBpfGlobalData() = 0;
+  // BPF atomic instructions with a result (fetch-and-add, compare-and-swap; Linux 5.12+), which
+  // the percpu probe's allocation log and live table need.
+  virtual bool HasBpfAtomics() = 0;
   // BPF can read KVM's per-CPU steal-time record as a typed ksym: vmlinux BTF describes the
   // per-CPU variable `steal_time` and kallsyms lists it (CONFIG_KALLSYMS_ALL), so the kernel
   // resolves it.
@@ -131,6 +134,7 @@ class LiveKernelFeatures final : public KernelFeatures {
   absl::Status SoftwareCpuClock() override;
   bool HasRingBuffer() override;
   bool HasBpfGlobalData() override;
+  bool HasBpfAtomics() override;
   bool KvmStealTimeReadable() override;
   // Frees the parsed vmlinux BTF (~6 MB resident), for when every probe is loaded; a later
   // question parses it again.
@@ -155,6 +159,7 @@ class LiveKernelFeatures final : public KernelFeatures {
   std::optional<absl::Status> kprobes_;
   std::optional<int> possible_cpus_;
   std::optional<bool> global_data_;
+  std::optional<bool> atomics_;
 };
 
 }  // namespace kpath

@@ -197,13 +197,17 @@ absl::Status PercpuAllocProbe::Attach(const AttachPlan& plan) {
   // The log and the table need BPF atomics (Linux 5.12+), the log mmap-able arrays (5.5): ask
   // the kernel by loading them.
   std::string refused = "off by option";
-  if (options_.live_table && options_.allocation_log) {
+  // Asked first, so that kernels without them (5.10, 4.19) load no object in vain: each failed
+  // load creates and frees the maps, per-CPU memory included.
+  const bool atomics = kernel_.HasBpfAtomics();
+  if (!atomics) refused = "no BPF atomics (Linux 5.12+)";
+  if (atomics && options_.live_table && options_.allocation_log) {
     absl::Status log = AttachWith(plan, LiveAllocTracking::kLog, load_failed);
     if (log.ok() || !load_failed) return log;
     spdlog::info("probe {}: allocation log refused ({}), trying the array table", kName,
                  std::string(log.message()));
   }
-  if (options_.live_table) {
+  if (atomics && options_.live_table) {
     absl::Status table = AttachWith(plan, LiveAllocTracking::kTable, load_failed);
     if (table.ok() || !load_failed) return table;
     refused = std::string(table.message());
@@ -335,12 +339,18 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
       return LibbpfError(fmt::format("size {}", bpf_map__name(size.map)), err);
     }
   }
-  // Kernels before 5.5 refuse mmap-able arrays; only the table and the log need them.
-  for (bpf_map* map : {skel->maps.live_callers, skel->maps.plog_allocs, skel->maps.plog_frees,
-                       skel->maps.plog_heads, skel->maps.plog_tails, skel->maps.plog_order}) {
-    bool needed = map == skel->maps.live_callers ? table : log;
-    if (int err = needed ? 0 : bpf_map__set_map_flags(map, 0); err) {
-      return LibbpfError(fmt::format("set {} flags", bpf_map__name(map)), err);
+  // Kernels before 5.5 refuse mmap-able arrays; only the table needs live_callers.
+  if (!table) {
+    if (int err = bpf_map__set_map_flags(skel->maps.live_callers, 0); err) {
+      return LibbpfError("set live_callers flags", err);
+    }
+  }
+  // The log's maps are not even created for the other ways: each map a loaded object holds costs
+  // per-CPU memory of its own (a hash map's locks), which kpath_percpu_bytes would show.
+  for (bpf_map* map : {skel->maps.plog_allocs, skel->maps.plog_frees, skel->maps.plog_heads,
+                       skel->maps.plog_tails, skel->maps.plog_order, skel->maps.plog_spill}) {
+    if (int err = bpf_map__set_autocreate(map, log); err) {
+      return LibbpfError(fmt::format("set {} autocreate", bpf_map__name(map)), err);
     }
   }
 

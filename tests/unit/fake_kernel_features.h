@@ -38,6 +38,7 @@ class FakeKernelFeatures final : public KernelFeatures {
   bool ring_buffer = true;
   bool kvm_steal_time = false;
   bool global_data = true;
+  bool atomics = true;
   std::vector<int> online_cpus = {0, 1};
   // A fixture tree (tests/fixtures/linux-*): a listed tracepoint without an entry in `formats`
   // gets its format from <tree>/sys/kernel/tracing/events/.
@@ -108,6 +109,7 @@ class FakeKernelFeatures final : public KernelFeatures {
   }
   bool HasRingBuffer() override { return ring_buffer; }
   bool HasBpfGlobalData() override { return global_data; }
+  bool HasBpfAtomics() override { return atomics; }
   bool KvmStealTimeReadable() override { return kvm_steal_time; }
 };
 
