@@ -20,6 +20,18 @@ struct bpf_map;
 
 namespace kpath {
 
+// Records per CPU in each log, as a power of two: `wanted_bits`, or fewer where the CPUs are many,
+// so that each log holds at most kAllocationLogBudget records over all CPUs (2.5 MiB of locked map
+// memory for both logs: 24 bytes an allocation, 16 a free), and at least 64 a CPU. A CPU's log
+// is read every 50 ms, and a burst beyond it spills into the spill map, so a smaller log costs
+// spill-map updates, not counts. 2 CPUs: 4096 each; 64: 1024; 256: 256; 4096: 64.
+inline constexpr uint32_t kAllocationLogBudget = uint32_t{1} << 16;
+constexpr uint32_t AllocationLogBits(uint32_t cpus, uint32_t wanted_bits) {
+  uint32_t bits = wanted_bits < 6 ? 6 : (wanted_bits > 20 ? 20 : wanted_bits);
+  while (bits > 6 && (uint64_t{cpus} << bits) > kAllocationLogBudget) --bits;
+  return bits;
+}
+
 struct AllocationLogMaps {
   bpf_map* allocs;
   bpf_map* frees;

@@ -313,9 +313,9 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   while (bits < 26 && (uint64_t{1} << bits) < 2 * uint64_t{tracked}) ++bits;
   skel->rodata->live_table_bits = table ? bits : 0;
   const uint32_t table_slots = table ? PERCPU_LIVE_HOT_SLOTS + (1U << bits) : 1U;
-  // The logs: 2^log_records_bits records per CPU, for each possible CPU.
+  // The logs: 2^log_records_bits records per CPU, for each possible CPU, within a budget.
   const uint32_t log_cpus = static_cast<uint32_t>(std::max(libbpf_num_possible_cpus(), 1));
-  const uint32_t log_bits = std::clamp<uint32_t>(options_.log_records_bits, 4, 20);
+  const uint32_t log_bits = AllocationLogBits(log_cpus, options_.log_records_bits);
   skel->rodata->log_cpus = log_cpus;
   skel->rodata->log_records_bits = log_bits;
   const uint32_t log_records = log ? log_cpus << log_bits : 1U;

@@ -2,6 +2,8 @@
 // pointer read from several CPUs' logs in any order, matched by their order stamps.
 #include "probes/percpu/allocation_matcher.h"
 
+#include "probes/percpu/allocation_log_reader.h"
+
 #include <catch2/catch.hpp>
 
 namespace {
@@ -73,4 +75,20 @@ TEST_CASE("allocations beyond the limit are counted, and their frees are untrack
   CHECK(m.not_tracked() == 1);
   CHECK(m.untracked_frees() == 1);
   CHECK(Held(m, 7) == 64);
+}
+
+TEST_CASE("the allocation logs stay within their memory budget on many CPUs", "[percpu][log]") {
+  using kpath::AllocationLogBits;
+  CHECK(AllocationLogBits(2, 12) == 12);    // this VM: 4096 records a CPU
+  CHECK(AllocationLogBits(16, 12) == 12);   // 16 x 4096 = the budget
+  CHECK(AllocationLogBits(64, 12) == 10);   // 1024
+  CHECK(AllocationLogBits(256, 12) == 8);   // 256
+  CHECK(AllocationLogBits(4096, 12) == 6);  // the floor: 64 a CPU, over the budget
+  CHECK(AllocationLogBits(1, 30) == 16);    // asked for more than the budget
+  CHECK(AllocationLogBits(2, 2) == 6);      // asked for less than the floor
+  for (uint32_t cpus : {1U, 3U, 7U, 96U, 255U, 384U, 1024U}) {
+    const uint32_t bits = AllocationLogBits(cpus, 12);
+    INFO(cpus << " CPUs: " << bits << " bits");
+    CHECK((bits == 6 || (uint64_t{cpus} << bits) <= kpath::kAllocationLogBudget));
+  }
 }
