@@ -75,7 +75,8 @@ function(kpath_bpf_skeleton name src)
   endif()
   # vmlinux.h is made by the kpath_vmlinux_h target (another directory's custom command, which
   # Makefile generators cannot name as a file dependency); its source file stands in for it.
-  set(_deps ${_src} ${KPATH_VMLINUX_SOURCE} ${ARG_DEPENDS} ${CMAKE_SOURCE_DIR}/probes/bpf/kpath_bpf.h)
+  set(_deps ${_src} ${KPATH_VMLINUX_SOURCE} ${ARG_DEPENDS} ${CMAKE_SOURCE_DIR}/probes/bpf/kpath_bpf.h
+                ${CMAKE_SOURCE_DIR}/probes/bpf/kpath_owner.h)
   _kpath_bpf_object(${name} "${_flags}" "${_deps}" ${name}.skel.h ${name}_bpf)
   set(_outputs ${KPATH_BPF_GEN_DIR}/${name}.skel.h)
   if(ARG_NO_GLOBAL_DATA)

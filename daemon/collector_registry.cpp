@@ -75,7 +75,8 @@ const std::vector<CollectorRow>* MakeRegistry() {
                 PercpuProbeOptions{.allowed = Allowed<PercpuAllocProbe>(config),
                                    .labels = config.labels,
                                    .max_tracked_allocations = config.percpu.max_tracked_allocations,
-                                   .caller_from_stack = config.percpu.caller_from_stack});
+                                   .caller_from_stack = config.percpu.caller_from_stack,
+                                   .pods = env.pods});
           },
           nullptr, {.names_kernel_addresses = true}),
       // madvise storms, TLB shootdowns and the sys/user balance (seed 003).

@@ -10,6 +10,8 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "kpath_owner.h"
+
 /* Tunables: each object's settings are `const volatile` globals in .rodata, declared with
  *
  *   KPATH_TUNABLE(__u32, threshold, 10);
@@ -138,6 +140,14 @@ static __always_inline const char* kpath_current_task(__u32 task_comm_offset) {
 
 static __always_inline void kpath_current_comm(char* comm, __u32 task_comm_offset) {
   kpath_task_comm(comm, kpath_current_task(task_comm_offset), task_comm_offset);
+}
+
+/* A key's owner for the pod labels (enum kpath_owner_kind, kpath_owner.h): `kind` is a
+ * tunable, so the branches not taken are never checked by the verifier. */
+static __always_inline __u64 kpath_current_owner(__u32 kind) {
+  if (kind == KPATH_OWNER_CGROUP_ID) return bpf_get_current_cgroup_id();
+  if (kind == KPATH_OWNER_TGID) return bpf_get_current_pid_tgid() >> 32;
+  return 0;
 }
 
 /* Whether the current task belongs to kpathd, whose process id in its own pid namespace is

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fmt/format.h"
+#include "probes/bpf/kpath_owner.h"
 #include "probes/cgroups/cgroup_files.h"
 #include "probes/kernel/text.h"
 
@@ -248,6 +249,31 @@ std::optional<std::string> PodAttribution::CgroupPath(uint64_t id) {
   }
   if (it == cgroup_paths_.end()) return std::nullopt;
   return it->second;
+}
+
+uint32_t PodOwnerLabels::OwnerKind() const {
+  if (!pods_) return KPATH_OWNER_NONE;
+  return pods_->key() == PodKey::kCgroupId ? KPATH_OWNER_CGROUP_ID : KPATH_OWNER_TGID;
+}
+
+std::vector<std::string> PodOwnerLabels::Names(std::vector<std::string> names) const {
+  if (pods_) names.insert(names.end(), {"namespace", "pod", "container"});
+  return names;
+}
+
+std::vector<size_t> PodOwnerLabels::TopN(std::vector<size_t> top, int pod_limit) const {
+  // A pod's namespace and containers: within the pods' budget (each label is folded alone).
+  if (pods_) top.insert(top.end(), kLabels, static_cast<size_t>(std::max(pod_limit, 1)));
+  return top;
+}
+
+void PodOwnerLabels::Append(std::vector<std::string>& labels, uint64_t owner) {
+  if (!pods_) return;
+  auto [it, fresh] = owners_.try_emplace(owner);
+  if (fresh && owner != 0) it->second = pods_->Resolve(owner);
+  labels.push_back(it->second.namespace_name);
+  labels.push_back(it->second.pod);
+  labels.push_back(it->second.container);
 }
 
 PodLabels PodAttribution::Resolve(uint64_t owner) {

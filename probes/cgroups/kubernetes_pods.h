@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "probes/kernel/host_paths.h"
 
@@ -124,6 +125,32 @@ class PodAttribution {
   PodDirectory directory_;
   std::unordered_map<uint64_t, std::string> cgroup_paths_;  // id -> path below cgroup2_root
   std::optional<std::chrono::steady_clock::time_point> last_cgroup_read_;
+};
+
+// The pod labels of a probe's series whose BPF keys carry an owner (kpath_owner.h): what the
+// probe's BPF object is told to key by, the label names, and each interval's owners resolved
+// once. Without an attribution (pods not labelled) it adds nothing and keys carry owner 0.
+class PodOwnerLabels {
+ public:
+  static constexpr size_t kLabels = 3;  // namespace, pod, container
+
+  explicit PodOwnerLabels(std::shared_ptr<PodAttribution> pods) : pods_(std::move(pods)) {}
+  bool on() const { return pods_ != nullptr; }
+  // enum kpath_owner_kind, for the object's owner tunable.
+  uint32_t OwnerKind() const;
+  // `names` followed by namespace, pod and container when on.
+  std::vector<std::string> Names(std::vector<std::string> names) const;
+  // `top` followed by the pods' top-N (`pod_limit`) for each of the three when on.
+  std::vector<size_t> TopN(std::vector<size_t> top, int pod_limit) const;
+  // Appends the owner's namespace, pod and container to `labels` when on (empty values: not a
+  // pod's process, or owner 0).
+  void Append(std::vector<std::string>& labels, uint64_t owner);
+  // After each drain: a cgroup id is never reused, but a process id may be.
+  void EndInterval() { owners_.clear(); }
+
+ private:
+  std::shared_ptr<PodAttribution> pods_;
+  std::unordered_map<uint64_t, PodLabels> owners_;  // this interval's resolved owners
 };
 
 // Configuration `kubernetes:` (restart to apply: the BPF programs key by it).

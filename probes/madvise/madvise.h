@@ -27,16 +27,9 @@ struct madvise_key {
   char comm[16];
   __u32 advice;   /* enum madvise_advice */
   __u32 reserved; /* 0 */
-  /* Whose process it is when pods are labelled (tunable madvise_owner): the task's cgroup v2 id
-   * or its process id; 0 otherwise, and in the reserved overflow keys. */
+  /* Whose process it is when pods are labelled (tunable madvise_owner, enum kpath_owner_kind): the
+   * task's cgroup v2 id or its process id; 0 otherwise, and in the reserved overflow keys. */
   __u64 owner;
-};
-
-/* What madvise_key.owner holds (const volatile madvise_owner). */
-enum madvise_owner_kind {
-  MADVISE_OWNER_NONE = 0,
-  MADVISE_OWNER_CGROUP_ID, /* bpf_get_current_cgroup_id(): Linux 4.18+ */
-  MADVISE_OWNER_TGID,
 };
 
 struct madvise_value {

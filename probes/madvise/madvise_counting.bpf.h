@@ -22,8 +22,8 @@ struct {
 
 /* kpathd's process id (tgid), set by user space: its check call (MADVISE_SELF_CHECK_BYTES). */
 KPATH_TUNABLE(__u32, madvise_self_tgid, 0);
-/* enum madvise_owner_kind: what keys carry besides the comm, for the pod labels. */
-KPATH_TUNABLE(__u32, madvise_owner, MADVISE_OWNER_NONE);
+/* enum kpath_owner_kind: what keys carry besides the comm, for the pod labels. */
+KPATH_TUNABLE(__u32, madvise_owner, KPATH_OWNER_NONE);
 
 static __always_inline void madvise_count_event(__u32 event) {
   __u64* n = bpf_map_lookup_elem(&madvise_events, &event);
@@ -99,12 +99,7 @@ static __always_inline void madvise_count_key(struct madvise_key* key, __u64 beh
   }
   key->advice = madvise_advice_of(behavior);
   key->reserved = 0;
-  key->owner = 0;
-  if (madvise_owner == MADVISE_OWNER_CGROUP_ID) {
-    key->owner = bpf_get_current_cgroup_id();
-  } else if (madvise_owner == MADVISE_OWNER_TGID) {
-    key->owner = bpf_get_current_pid_tgid() >> 32;
-  }
+  key->owner = kpath_current_owner(madvise_owner);
   struct madvise_value* v = madvise_slot(key);
   if (!v) return;
   v->calls += 1;

@@ -105,7 +105,7 @@ absl::Status MadviseProbe::AttachFunctionWith(const AttachPlan& plan,
     OwnedSkeleton<typename Hook::Skeleton> skel = Hook::Open(kernel_.HasBpfGlobalData());
     if (!skel) return LibbpfError("open", errno);
     skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
-    skel->rodata->madvise_owner = OwnerKind();
+    skel->rodata->madvise_owner = pod_labels_.OwnerKind();
     absl::StatusOr<bpf_program*> chosen = Hook::Madvise(skel.get(), *layout, plan.target);
     if (!chosen.ok()) return chosen.status();
     bpf_program* pm = nullptr;

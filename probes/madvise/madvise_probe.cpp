@@ -99,38 +99,22 @@ MadviseProbe::MadviseProbe(KernelFeatures& kernel, MadviseProbeOptions options, 
     : BpfProbe(kName, kernel, options.allowed),
       options_(std::move(options)),
       clock_(clock ? std::move(clock) : Clock(std::chrono::steady_clock::now)),
-      folded_(options_.pods
-                  ? std::vector<std::string>{"comm", "advice", "namespace", "pod", "container"}
-                  : std::vector<std::string>{"comm", "advice"},
-              TopN(options_.labels), /*fields=*/2),
+      pod_labels_(options_.pods),
+      folded_(pod_labels_.Names({"comm", "advice"}), TopN(options_.labels), /*fields=*/2),
       events_(MADVISE_EVENT_MAX, 0),
       storm_threshold_(options_.storm_calls_per_second) {}
 
 MadviseProbe::~MadviseProbe() { Detach(); }
 
 std::vector<size_t> MadviseProbe::TopN(const LabelLimits& limits) const {
-  std::vector<size_t> top{static_cast<size_t>(std::max(limits.comm, 1)), kAdviceNames.size()};
-  if (options_.pods) {
-    // A pod's namespace and containers: within the pods' budget (each label is folded alone).
-    top.insert(top.end(), 3, static_cast<size_t>(std::max(limits.pod, 1)));
-  }
-  return top;
-}
-
-uint32_t MadviseProbe::OwnerKind() const {
-  if (!options_.pods) return MADVISE_OWNER_NONE;
-  return options_.pods->key() == PodKey::kCgroupId ? MADVISE_OWNER_CGROUP_ID : MADVISE_OWNER_TGID;
+  return pod_labels_.TopN({static_cast<size_t>(std::max(limits.comm, 1)), kAdviceNames.size()},
+                          limits.pod);
 }
 
 std::vector<std::string> MadviseProbe::Labels(std::string comm, std::string advice,
                                               uint64_t owner) {
   std::vector<std::string> labels{std::move(comm), std::move(advice)};
-  if (!options_.pods) return labels;
-  auto [it, fresh] = owners_.try_emplace(owner);
-  if (fresh && owner != 0) it->second = options_.pods->Resolve(owner);
-  labels.push_back(it->second.namespace_name);
-  labels.push_back(it->second.pod);
-  labels.push_back(it->second.container);
+  pod_labels_.Append(labels, owner);
   return labels;
 }
 
@@ -299,7 +283,7 @@ absl::Status MadviseProbe::AttachTracepoint(const AttachPlan& plan) {
       skel->rodata->tp_behavior_offset = behavior->offset;
       skel->rodata->tp_behavior_size = behavior->size;
       skel->rodata->madvise_self_tgid = static_cast<__u32>(getpid());
-      skel->rodata->madvise_owner = OwnerKind();
+      skel->rodata->madvise_owner = pod_labels_.OwnerKind();
       if (task_comm) skel->rodata->task_comm_offset = *comm_offset;
       bpf_program* pm = nullptr;
       if (with_companion) {
@@ -444,8 +428,7 @@ absl::Status MadviseProbe::Collect(MetricFamilies& out) {
     calls_by_comm[comm] += sums.empty() ? 0 : sums[0];
     folded_.Add(Labels(std::move(comm), std::move(advice), k->owner), sums);
   });
-  // An owner is resolved once per interval: a cgroup id is never reused, a process id may be.
-  owners_.clear();
+  pod_labels_.EndInterval();
   // The drain emptied the buffer, reserved keys included: put them back before it is active.
   absl::Status reserved = InsertReservedKeys();
   if (!drained.ok()) return drained;

@@ -113,7 +113,6 @@ class MadviseProbe final : public BpfProbe {
   absl::StatusOr<uint64_t> EventCount(uint32_t event) const;
   absl::Status InsertReservedKeys();
   std::vector<size_t> TopN(const LabelLimits& limits) const;
-  uint32_t OwnerKind() const;  // enum madvise_owner_kind
   // A key's label values: comm, advice and, with pods, its owner's namespace, pod, container.
   std::vector<std::string> Labels(std::string comm, std::string advice, uint64_t owner);
 
@@ -127,8 +126,8 @@ class MadviseProbe final : public BpfProbe {
   int buffer_fds_[2] = {-1, -1};
   int events_fd_ = -1;
 
-  FoldedCounters folded_;  // {comm, advice[, namespace, pod, container]} -> {calls, bytes}
-  std::unordered_map<uint64_t, PodLabels> owners_;  // this interval's resolved owners
+  PodOwnerLabels pod_labels_;  // before folded_, which takes its label names
+  FoldedCounters folded_;      // {comm, advice[, namespace, pod, container]} -> {calls, bytes}
   std::vector<uint64_t> events_;
   std::chrono::steady_clock::time_point last_drain_;
   double storm_threshold_;

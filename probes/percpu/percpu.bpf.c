@@ -36,6 +36,8 @@ KPATH_TUNABLE(__u32, tp_free_ptr_offset, 0);
 KPATH_TUNABLE(bool, caller_from_stack_always, false);
 /* task_struct.comm from vmlinux BTF, or 0: see kpath_current_comm. */
 KPATH_TUNABLE(__u32, task_comm_offset, 0);
+/* enum kpath_owner_kind: what the counting keys carry besides comm and caller, for pod labels. */
+KPATH_TUNABLE(__u32, percpu_owner, KPATH_OWNER_NONE);
 /* With the table and BTF: task_struct.tgid, and kpathd's own tgid. kpathd allocates per-CPU
  * memory for its maps' values at start (thousands of allocations) and keeps it as long as it
  * runs: those go straight to the table's spill part, to leave the hot part to churn. */
@@ -148,7 +150,7 @@ static __always_inline void count_alloc(const char* task, __u64 caller, __u64 by
     count_event(PERCPU_EVENT_SELF_CHECK);
   }
   if (KPATH_ABLATED(COUNT)) return;
-  struct percpu_alloc_key key = {.caller = caller};
+  struct percpu_alloc_key key = {.caller = caller, .owner = kpath_current_owner(percpu_owner)};
   kpath_task_comm(key.comm, task, task_comm_offset);
   bool created = false;
   struct percpu_alloc_value* v = alloc_counts_cached_slot(alloc_counts_buffer(), &key, &created);

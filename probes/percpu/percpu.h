@@ -22,6 +22,9 @@
 struct percpu_alloc_key {
   char comm[16];
   __u64 caller;
+  /* Whose process it is when pods are labelled (tunable percpu_owner, enum kpath_owner_kind,
+   * probes/bpf/kpath_owner.h): the task's cgroup v2 id or its process id; 0 otherwise. */
+  __u64 owner;
 };
 
 struct percpu_alloc_value {

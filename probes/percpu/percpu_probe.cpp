@@ -100,17 +100,20 @@ PercpuAllocProbe::PercpuAllocProbe(KernelFeatures& kernel, HostPaths paths,
       paths_(paths),
       options_(std::move(options)),
       symbols_(paths),
-      allocs_(
-          {"comm", "caller"},
-          {static_cast<size_t>(options_.labels.comm), static_cast<size_t>(options_.labels.caller)},
-          2),
+      pod_labels_(options_.pods),
+      allocs_(pod_labels_.Names({"comm", "caller"}), TopN(options_.labels), 2),
       events_(PERCPU_EVENT_MAX, 0) {}
 
 PercpuAllocProbe::~PercpuAllocProbe() { Detach(); }
 
+std::vector<size_t> PercpuAllocProbe::TopN(const LabelLimits& limits) const {
+  return pod_labels_.TopN({static_cast<size_t>(limits.comm), static_cast<size_t>(limits.caller)},
+                          limits.pod);
+}
+
 void PercpuAllocProbe::SetLabelLimits(const LabelLimits& limits) {
   options_.labels = limits;
-  allocs_.SetTopN({static_cast<size_t>(limits.comm), static_cast<size_t>(limits.caller)});
+  allocs_.SetTopN(TopN(limits));
 }
 
 std::vector<AttachPlan> PercpuAllocProbe::Plans() const {
@@ -300,6 +303,7 @@ absl::Status PercpuAllocProbe::AttachWith(const AttachPlan& plan, LiveAllocTrack
   }
   // The canary (SelfTest) is kpathd's: by its process id and the bytes of its allocation.
   skel->rodata->self_tgid = getpid();
+  skel->rodata->percpu_owner = pod_labels_.OwnerKind();
   skel->rodata->self_pidns_dev = OwnPidNamespaceForBpf().dev;
   skel->rodata->self_pidns_ino = OwnPidNamespaceForBpf().ino;
   skel->rodata->self_check_bytes = uint64_t{PERCPU_SELF_CHECK_SIZE} * kernel_.PossibleCpus();
@@ -482,8 +486,11 @@ absl::Status PercpuAllocProbe::DrainCounters() {
       top_bytes = sums[1];
       top_key = fmt::format("{}/{}", comm, caller);
     }
-    allocs_.Add({std::move(comm), std::move(caller)}, sums);
+    std::vector<std::string> labels{std::move(comm), std::move(caller)};
+    pod_labels_.Append(labels, k->owner);
+    allocs_.Add(labels, sums);
   });
+  pod_labels_.EndInterval();
   if (!s.ok()) return s;
   allocs_.EndInterval();
 

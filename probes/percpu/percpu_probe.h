@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "probes/cgroups/kubernetes_pods.h"
 #include "probes/collect/bpf_handles.h"
 #include "probes/collect/bpf_maps.h"
 #include "probes/collect/bpf_probe.h"
@@ -47,6 +48,8 @@ struct PercpuProbeOptions {
   bool allocation_log = true;
   uint32_t log_records_bits = 12;  // records per CPU in each allocation log: 2^bits
   absl::Duration log_read_interval = absl::Milliseconds(50);
+  // Pod labels on the allocation counters (nullptr: none): probes/cgroups/kubernetes_pods.h.
+  std::shared_ptr<PodAttribution> pods;
 };
 
 class PercpuAllocProbe final : public BpfProbe {
@@ -105,7 +108,9 @@ class PercpuAllocProbe final : public BpfProbe {
   KernelSymbolizer symbols_;
   std::unordered_map<uint64_t, std::string> caller_names_;
   size_t caller_names_generation_ = 0;
-  FoldedCounters allocs_;                       // {comm, caller} -> {allocs, bytes}
+  std::vector<size_t> TopN(const LabelLimits& limits) const;  // comm, caller[, pods]
+  PodOwnerLabels pod_labels_;  // before allocs_, which takes its label names
+  FoldedCounters allocs_;      // {comm, caller[, namespace, pod, container]} -> {allocs, bytes}
   std::map<std::string, int64_t> outstanding_;  // caller -> bytes allocated and not freed
   std::vector<uint64_t> events_;                // enum percpu_event, cumulative
   absl::Time last_collect_ = absl::InfinitePast();

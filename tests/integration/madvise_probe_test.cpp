@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
+
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -800,6 +802,68 @@ TEST_CASE("madvise: the same comm in two pods and on the host is three series, e
       CHECK(Sum(after, "kpath_madvise_calls_total", {{"comm", comm}}) == 35700);
     }
   }
+}
+
+// Percpu allocations carry the allocating process's pod (issue 21): a pod's process creates
+// per-CPU BPF maps (percpu memory allocated in its own context, as a memory cgroup's creation
+// allocates in the creating task's), the same comm on the host does too.
+TEST_CASE("percpu: allocations of a pod's process carry its namespace, pod and container",
+          "[percpu][pods]") {
+  REQUIRE(IsRoot());
+  std::optional<std::string> hierarchy = MountOf(/*v2=*/true);
+  REQUIRE(hierarchy);
+  TempDir logs;
+  const std::string parent = "kpt-pods-" + std::to_string(getpid()) + ".slice";
+  FakePod billing(*hierarchy, parent, /*systemd_driver=*/true, logs, "billing",
+                  "ledger-6b7c8d9e0-a1b2c", "ledger", 3);
+  KpathdProcess kpathd(
+      {.config_yaml = "sampling_interval: 100ms\nkubernetes:\n  pod_logs: " + logs / "pods" +
+                      "\n  container_logs: " + logs / "containers" +
+                      "\nprobes:\n  percpu_alloc:\n    mechanisms: [tp_btf, "
+                      "raw_tp, tracepoint]\n"});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  REQUIRE(Sum(*body, "kpath_probe_attached", {{"probe", "percpu_alloc"}}) == 1);
+  REQUIRE(kpathd.Output().find("pod labels (namespace, pod, container): on") != std::string::npos);
+
+  constexpr int kMaps = 40, kHostMaps = 7;
+  const std::string comm = UniqueComm("ledger");
+  auto make_maps = [&](int n) {
+    prctl(PR_SET_NAME, comm.c_str());
+    for (int i = 0; i < n; ++i) {
+      // One element: one percpu allocation for its value (and whatever the map itself takes).
+      int map = bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "kpath_pod_pc", sizeof(uint32_t),
+                               sizeof(uint64_t), 1, nullptr);
+      if (map < 0) _exit(5);
+      close(map);
+    }
+  };
+  HeldChild in_pod(billing.cgroup(), [&] { make_maps(kMaps); });
+  HeldChild on_host("", [&] { make_maps(kHostMaps); });
+  const std::map<std::string, std::string> in_billing{{"comm", comm},
+                                                      {"namespace", "billing"},
+                                                      {"pod", "ledger-6b7c8d9e0-a1b2c"},
+                                                      {"container", "ledger"}};
+  std::string after = ScrapeUntil(kpathd, "kpath_percpu_allocs_total", in_billing, kMaps);
+  after = kpathd.Scrape().value_or(after);  // one interval more: every key drained
+  INFO(after);
+  CHECK(in_pod.Release());
+  CHECK(on_host.Release());
+  // Each map is at least one allocation; the pod's are all labelled, the host's none.
+  const double pod_allocs = Sum(after, "kpath_percpu_allocs_total", in_billing);
+  double host_allocs = 0;
+  for (const Sample& s : Samples(after, "kpath_percpu_allocs_total")) {
+    if (s.labels.at("comm") == comm && !s.labels.count("namespace") && !s.labels.count("pod") &&
+        !s.labels.count("container")) {
+      host_allocs += s.value;
+    }
+  }
+  CHECK(pod_allocs >= kMaps);
+  CHECK(host_allocs >= kHostMaps);
+  // The labels split the comm's allocations between the two, none lost or counted twice.
+  CHECK(Sum(after, "kpath_percpu_allocs_total", {{"comm", comm}}) == pod_allocs + host_allocs);
 }
 
 TEST_CASE("madvise: no pod labels where the node runs no pods, or when turned off",
