@@ -97,6 +97,8 @@ struct Figures {
   std::vector<double> rss_mib;  // one a second
   double follow_events = 0;
   double follow_missed = 0;
+  double follow_replies = 0;
+  double follow_max_bytes = 0;         // the largest reply's events, the header aside
   double producer_cpu_per_second = 0;  // the producer thread's CPU seconds a second
   double process_cpu_per_second = 0;   // the whole process's (server, clients, producer)
   double produced_per_second = 0;      // events made (and emitted or dropped) a second
@@ -155,15 +157,20 @@ Figures Phase(const kpath::EventsUrl& url, int seconds, Produce produce, double 
   });
   std::thread follower([&] {
     while (follow && !done) {
-      absl::StatusOr<kpath::HttpReply> r = kpath::HttpGet(
-          url, "/events?format=lines&limit=10000&since=" + since, std::chrono::seconds(10));
-      if (r.ok() && r->status == 200) {
-        const std::string header = r->body.substr(0, r->body.find('\n'));
-        since = kpath::JsonField(header, "next_since").value_or(since);
-        fig.follow_missed += std::stod(kpath::JsonField(header, "missed").value_or("0"));
-        fig.follow_events +=
-            static_cast<double>(std::count(r->body.begin(), r->body.end(), '\n') - 1);
-      }
+      // One reply a second from where it got to, as `kpathd events --follow` reads once it has
+      // caught up (the same function).
+      absl::StatusOr<std::string> next = kpath::ReadEvents(
+          url, {}, since, "",
+          [&](const kpath::EventsPage& page) {
+            fig.follow_missed += std::stod(kpath::JsonField(page.header, "missed").value_or("0"));
+            fig.follow_events +=
+                static_cast<double>(std::count(page.lines.begin(), page.lines.end(), '\n'));
+            fig.follow_replies += 1;
+            fig.follow_max_bytes =
+                std::max(fig.follow_max_bytes, static_cast<double>(page.lines.size()));
+          },
+          /*max_replies=*/1);
+      if (next.ok()) since = *next;
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   });
@@ -198,13 +205,15 @@ Figures Phase(const kpath::EventsUrl& url, int seconds, Produce produce, double 
 void Print(const char* name, const Figures& f) {
   std::printf(
       "  %s: %zu scrapes, latency p50 %.2f ms, p99 %.2f ms; RSS first 10 s %.1f MiB, "
-      "last 10 s %.1f MiB, max %.1f MiB; /events follower read %.0f events, missed %.0f; CPU "
+      "last 10 s %.1f MiB, max %.1f MiB; /events follower read %.0f events (largest reply "
+      "%.0f KiB of %.0f), missed %.0f; CPU "
       "s/s: producer %.2f, process %.2f\n",
       name, f.scrape_ms.size(), Percentile(f.scrape_ms, 0.5), Percentile(f.scrape_ms, 0.99),
       Mean(f.rss_mib, 0, 10),
       Mean(f.rss_mib, f.rss_mib.size() - std::min<size_t>(10, f.rss_mib.size()), f.rss_mib.size()),
       f.rss_mib.empty() ? 0 : *std::max_element(f.rss_mib.begin(), f.rss_mib.end()),
-      f.follow_events, f.follow_missed, f.producer_cpu_per_second, f.process_cpu_per_second);
+      f.follow_events, f.follow_max_bytes / 1024, f.follow_replies, f.follow_missed,
+      f.producer_cpu_per_second, f.process_cpu_per_second);
 }
 
 }  // namespace

@@ -28,23 +28,24 @@ using diagnose::Total;
 
 namespace {
 
-// The running kpathd's events (`query`: of /events), one JSON line each; an error when none
-// answers at `url`.
-absl::StatusOr<std::vector<std::string>> DaemonEvents(const EventsUrl& url,
-                                                      const std::string& query) {
-  absl::StatusOr<HttpReply> reply =
-      HttpGet(url, "/events?format=lines&limit=10000&" + query, std::chrono::seconds(5));
-  if (!reply.ok()) return reply.status();
-  if (reply->status != 200) {
-    return absl::UnavailableError(fmt::format("HTTP {} from /events", reply->status));
-  }
+// The running kpathd's events of `kind` since `since` (empty: every one kept), one JSON line
+// each; an error when none answers at `url`.
+absl::StatusOr<std::vector<std::string>> DaemonEvents(const EventsUrl& url, const EventsTls& tls,
+                                                      std::string_view kind,
+                                                      std::string_view since) {
   std::vector<std::string> lines;
-  size_t start = reply->body.find('\n');  // after the header
-  while (start != std::string::npos && start + 1 < reply->body.size()) {
-    const size_t end = reply->body.find('\n', start + 1);
-    lines.push_back(reply->body.substr(start + 1, end - start - 1));
-    start = end;
-  }
+  absl::StatusOr<std::string> read = ReadEvents(
+      url, tls, since, kind,
+      [&](const EventsPage& page) {
+        std::string_view body = page.lines;
+        while (!body.empty()) {
+          const size_t end = body.find('\n');
+          if (end > 0) lines.emplace_back(body.substr(0, end));
+          body.remove_prefix(end == std::string_view::npos ? body.size() : end + 1);
+        }
+      },
+      SIZE_MAX, std::chrono::seconds(5));
+  if (!read.ok()) return read.status();
   return lines;
 }
 
@@ -55,9 +56,12 @@ void TakeEvents(const Config& config, const EventRing& watched, Observation& o) 
   const EventsUrl url = DefaultEventsUrl(config.listen_address);
   std::vector<std::string> lines;
   absl::Status status;
-  for (const char* query :
-       {"kind=irqoff_region&since=1h", "kind=hook_appeared", "kind=hook_left"}) {
-    absl::StatusOr<std::vector<std::string>> got = DaemonEvents(url, query);
+  const std::pair<std::string_view, std::string_view> queries[] = {
+      {event_kind::kIrqOffRegion, "1h"},
+      {event_kind::kHookAppeared, ""},
+      {event_kind::kHookLeft, ""}};
+  for (const auto& [kind, since] : queries) {
+    absl::StatusOr<std::vector<std::string>> got = DaemonEvents(url, EventsTls{}, kind, since);
     if (!got.ok()) {
       status = got.status();
       break;

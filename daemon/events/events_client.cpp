@@ -337,6 +337,40 @@ absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
   return HttpReply{status, response.substr(end + 4)};
 }
 
+absl::StatusOr<std::string> ReadEvents(const EventsUrl& url, const EventsTls& tls,
+                                       std::string_view since, std::string_view kind,
+                                       const std::function<void(const EventsPage&)>& page,
+                                       size_t max_replies, std::chrono::milliseconds timeout) {
+  const std::string kind_query = kind.empty() ? "" : "&kind=" + PercentEncode(kind);
+  std::string next(since);
+  uint64_t newest = 0;  // the last_seq of the first reply
+  for (size_t replies = 0; replies < max_replies; ++replies) {
+    const std::string since_query = next.empty() ? "" : "&since=" + PercentEncode(next);
+    absl::StatusOr<HttpReply> reply =
+        HttpGet(url, "/events?format=lines" + since_query + kind_query, timeout, tls);
+    if (!reply.ok()) return reply.status();
+    if (reply->status != 200) {
+      std::string body = reply->body;
+      while (!body.empty() && body.back() == '\n') body.pop_back();
+      return absl::UnavailableError(fmt::format("HTTP {}: {}", reply->status, body));
+    }
+    const size_t eol = reply->body.find('\n');
+    EventsPage got;
+    got.header = reply->body.substr(0, eol);
+    if (eol != std::string::npos) got.lines = reply->body.substr(eol + 1);
+    std::optional<std::string> next_since = JsonField(got.header, "next_since");
+    uint64_t next_seq = 0;
+    if (!next_since || !absl::SimpleAtoi(*next_since, &next_seq)) {
+      return absl::UnavailableError("the reply names no next_since");
+    }
+    page(got);
+    next = *next_since;
+    if (replies == 0) absl::SimpleAtoi(JsonField(got.header, "last_seq").value_or("0"), &newest);
+    if (JsonField(got.header, "more") != "true" || next_seq >= newest) break;
+  }
+  return next;
+}
+
 int RunEventsCommand(const CliOptions& cli, const Config& config) {
   // A server that closes a TLS connection (a client certificate refused) must be an error
   // message, not a SIGPIPE: OpenSSL writes with write(2), not send(MSG_NOSIGNAL).
@@ -377,37 +411,25 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
     }
     url.authorization = *auth;
   }
-  std::string query;
   if (cli.events_since) {
     EventsQuery check;
     if (absl::Status s = ParseSince(*cli.events_since, absl::Now(), check); !s.ok()) {
       return fail(std::string(s.message()));
     }
-    query += "&since=" + PercentEncode(*cli.events_since);
   }
-  if (cli.events_kind) query += "&kind=" + PercentEncode(*cli.events_kind);
-  for (;;) {
-    absl::StatusOr<HttpReply> reply =
-        HttpGet(url, "/events?format=lines" + query, std::chrono::seconds(10), tls);
-    if (!reply.ok()) return fail(std::string(reply.status().message()));
-    if (reply->status != 200) {
-      std::string body = reply->body;
-      while (!body.empty() && body.back() == '\n') body.pop_back();
-      return fail(fmt::format("HTTP {}: {}", reply->status, body));
-    }
-    std::string_view body = reply->body;
-    const size_t eol = body.find('\n');
-    const std::string_view header = body.substr(0, eol);
-    if (JsonField(header, "restarted") == "true") {
+  auto print = [&](const EventsPage& page) {
+    if (JsonField(page.header, "restarted") == "true") {
       std::fprintf(stderr, "kpathd events: kpathd restarted; reading from its first event\n");
     }
-    if (std::optional<std::string> missed = JsonField(header, "missed"); missed && *missed != "0") {
-      std::fprintf(stderr,
-                   "kpathd events: %s events missed: dropped from kpathd's ring before "
-                   "they were read (the journal has them)\n",
-                   JsonField(header, "missed_count_known") == "true" ? missed->c_str() : "some");
+    if (std::optional<std::string> missed = JsonField(page.header, "missed");
+        missed && *missed != "0") {
+      std::fprintf(
+          stderr,
+          "kpathd events: %s events missed: dropped from kpathd's ring before "
+          "they were read (the journal has them)\n",
+          JsonField(page.header, "missed_count_known") == "true" ? missed->c_str() : "some");
     }
-    body.remove_prefix(eol == std::string_view::npos ? body.size() : eol + 1);
+    std::string_view body = page.lines;
     while (!body.empty()) {
       const size_t end = body.find('\n');
       const std::string_view line = body.substr(0, end);
@@ -423,13 +445,19 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
       }
     }
     std::fflush(stdout);
-    if (!cli.events_follow) return 0;
-    std::optional<std::string> next = JsonField(header, "next_since");
-    if (!next) return fail("the reply names no next_since");
-    std::string kind = cli.events_kind ? "&kind=" + PercentEncode(*cli.events_kind) : "";
-    query = "&since=" + *next + kind;
+  };
+  const std::string kind = cli.events_kind.value_or("");
+  // What is there now, all of it (a reply at a time); then, following, one reply a second: a
+  // follower that falls behind a storm costs kpathd at most one capped reply a second, and is
+  // told how many events it missed.
+  absl::StatusOr<std::string> next =
+      ReadEvents(url, tls, cli.events_since.value_or(""), kind, print);
+  while (next.ok() && cli.events_follow) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
+    next = ReadEvents(url, tls, *next, kind, print, /*max_replies=*/1);
   }
+  if (!next.ok()) return fail(std::string(next.status().message()));
+  return 0;
 }
 
 }  // namespace kpath

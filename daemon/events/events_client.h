@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +49,21 @@ struct HttpReply {
 // not answer within `timeout`.
 absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
                                   std::chrono::milliseconds timeout, const EventsTls& tls = {});
+
+// One reply of GET /events?format=lines: its header line and its event lines.
+struct EventsPage {
+  std::string header;
+  std::string lines;  // one event a line, oldest first
+};
+// Reads /events?format=lines (`since`: empty for every event kept; `kind`: empty for all) a
+// reply at a time, passing each to `page`, and reads on with since=<next_since> while a reply
+// says "more", at most `max_replies` replies, and never past the newest event the first reply
+// named (so that it ends while events keep coming). Returns the last reply's next_since. An
+// error when kpathd cannot be reached or answers other than 200 ("HTTP 401: Unauthorized").
+absl::StatusOr<std::string> ReadEvents(
+    const EventsUrl& url, const EventsTls& tls, std::string_view since, std::string_view kind,
+    const std::function<void(const EventsPage&)>& page, size_t max_replies = SIZE_MAX,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Runs the subcommand; returns the exit status.
 int RunEventsCommand(const CliOptions& cli, const Config& config);

@@ -109,10 +109,8 @@ absl::StatusOr<EventsQuery> ParseEventsQuery(std::string_view query_string, absl
 std::string EventsReplyJson(const EventRing& ring, const EventsQuery& query) {
   EventRing::Page page;
   bool restarted = false;
-  uint64_t next_since = 0;
   if (query.since_time) {
     page = ring.Since(*query.since_time, query.limit);
-    next_since = page.events.empty() ? page.last_seq : page.events.back()->seq;
   } else {
     uint64_t after = query.after_seq.value_or(0);
     if (after > ring.After(0, 0).last_seq) {
@@ -120,24 +118,35 @@ std::string EventsReplyJson(const EventRing& ring, const EventsQuery& query) {
       after = 0;
     }
     page = ring.After(after, query.limit);
-    next_since = page.events.empty() ? page.last_seq : page.events.back()->seq;
   }
-  std::string out = fmt::format(
-      "{{\"last_seq\":{},\"next_since\":{},\"missed\":{},\"missed_count_known\":{},"
-      "\"restarted\":{}",
-      page.last_seq, next_since, page.missed, page.missed_unknown_count ? "false" : "true",
-      restarted ? "true" : "false");
-  out += query.lines ? "}\n" : ",\"events\":[";
+  // The page's events are ours now: serialise them without holding the ring, up to max_bytes.
+  uint64_t next_since = page.events.empty() ? page.last_seq : page.events.back()->seq;
+  std::string events;
   bool first = true;
   for (const auto& event : page.events) {
     if (query.kind && event->event.kind != *query.kind) continue;
-    if (!first && !query.lines) out += ',';
+    const size_t before = events.size();
+    if (!first && !query.lines) events += ',';
+    events += EventJson(*event);
+    if (query.lines) events += '\n';
+    if (!first && events.size() > query.max_bytes) {
+      // Cut before this event: the reader asks for it next.
+      events.resize(before);
+      next_since = event->seq - 1;
+      break;
+    }
     first = false;
-    out += EventJson(*event);
-    if (query.lines) out += '\n';
   }
-  if (!query.lines) out += "]}\n";
-  return out;
+  std::string out = fmt::format(
+      "{{\"last_seq\":{},\"next_since\":{},\"more\":{},\"missed\":{},\"missed_count_known\":{},"
+      "\"restarted\":{}",
+      page.last_seq, next_since, next_since < page.last_seq ? "true" : "false", page.missed,
+      page.missed_unknown_count ? "false" : "true", restarted ? "true" : "false");
+  out += query.lines ? "}\n" : ",\"events\":[";
+  if (!query.lines) events += "]}\n";
+  // In place: the events are the bulk of the reply, the header a line.
+  events.insert(0, out);
+  return events;
 }
 
 }  // namespace kpath

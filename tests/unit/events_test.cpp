@@ -1,6 +1,7 @@
 // Events (docs/events.md): the ring /events serves, their JSON and journal forms, the /events
 // query, the event log's outputs (a real datagram socket standing in for journald's, the log's
 // lines), the events of the probes and the client's reading of the replies.
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/escaping.h"
@@ -18,6 +21,8 @@
 #include "daemon/events/events_metrics.h"
 #include "daemon/events/events_query.h"
 #include "daemon/events/journal_entry.h"
+#include "daemon/snapshot.h"
+#include "daemon/web/metrics_server.h"
 #include "probes/collect/rate_bursts.h"
 #include "probes/hooks/hook_events.h"
 #include "probes/irqoff/irqoff_events.h"
@@ -188,8 +193,8 @@ TEST_CASE("the /events reply pages by sequence, filters by kind and reports gaps
   EventsQuery q;
   q.after_seq = 1;
   std::string reply = EventsReplyJson(ring, q);
-  CHECK(reply.find("{\"last_seq\":6,\"next_since\":6,\"missed\":2,\"missed_count_known\":true,"
-                   "\"restarted\":false,\"events\":[{\"seq\":4,") == 0);
+  CHECK(reply.find("{\"last_seq\":6,\"next_since\":6,\"more\":false,\"missed\":2,"
+                   "\"missed_count_known\":true,\"restarted\":false,\"events\":[{\"seq\":4,") == 0);
   q.kind = "hook_left";
   q.lines = true;
   reply = EventsReplyJson(ring, q);
@@ -203,8 +208,97 @@ TEST_CASE("the /events reply pages by sequence, filters by kind and reports gaps
   // Up to date: nothing, and next_since stays.
   q.after_seq = 6;
   CHECK(EventsReplyJson(ring, q) ==
-        "{\"last_seq\":6,\"next_since\":6,\"missed\":0,\"missed_count_known\":true,"
-        "\"restarted\":false,\"events\":[]}\n");
+        "{\"last_seq\":6,\"next_since\":6,\"more\":false,\"missed\":0,"
+        "\"missed_count_known\":true,\"restarted\":false,\"events\":[]}\n");
+  // limit: the first events after since, and more to read on.
+  q.after_seq = 3;
+  q.limit = 2;
+  CHECK(EventsReplyJson(ring, q).find("\"next_since\":5,\"more\":true,") != std::string::npos);
+}
+
+namespace {
+
+// An IRQ-off region with a 32-frame stack, as the event storm bench makes them (~1.3 KiB).
+Event FatRegion(int n) {
+  Event e = Region(n);
+  std::vector<std::string> stack;
+  for (int i = 0; i < 32; ++i) stack.push_back("kernel_function_" + std::to_string(i) + "+0x1a");
+  e.fields = {{"cpu", int64_t{n % 64}}, {"stack", std::move(stack)}};
+  return e;
+}
+
+struct ReadOn {
+  std::vector<uint64_t> seqs;       // every event read, in order
+  std::vector<size_t> event_bytes;  // of each reply's events
+  std::vector<std::string> mores;   // each reply's "more"
+};
+
+// Reads `ring` from the start as a client does: since=<next_since> while more.
+ReadOn ReadAll(const EventRing& ring, EventsQuery q) {
+  ReadOn out;
+  q.lines = true;
+  q.after_seq = 0;
+  for (int replies = 0; replies < 1000; ++replies) {
+    const std::string reply = EventsReplyJson(ring, q);
+    const std::string header = reply.substr(0, reply.find('\n'));
+    out.event_bytes.push_back(reply.size() - header.size() - 1);
+    std::istringstream lines(reply.substr(header.size() + 1));
+    for (std::string line; std::getline(lines, line);) {
+      out.seqs.push_back(std::stoull(*JsonField(line, "seq")));
+    }
+    out.mores.push_back(*JsonField(header, "more"));
+    q.after_seq = std::stoull(*JsonField(header, "next_since"));
+    if (out.mores.back() != "true") break;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("an /events reply stops at its byte cap; next_since reads on, each event once") {
+  EventRing ring(10000, 64 << 20);
+  for (int i = 1; i <= 300; ++i) ring.Push(FatRegion(i));
+  const size_t one = EventJson(*ring.After(0, 1).events[0]).size() + 1;
+  EventsQuery q;
+  q.limit = 10000;
+  q.max_bytes = 10 * one + one / 2;  // 10 events a reply
+  ReadOn read = ReadAll(ring, q);
+  std::vector<uint64_t> all(300);
+  std::iota(all.begin(), all.end(), 1);
+  CHECK(read.seqs == all);
+  REQUIRE(read.mores.size() == 30);
+  for (size_t i = 0; i < read.mores.size(); ++i) {
+    INFO("reply " << i);
+    CHECK(read.event_bytes[i] <= q.max_bytes);
+    CHECK(read.event_bytes[i] > q.max_bytes - 2 * one);  // cut by the cap, not sooner
+    CHECK(read.mores[i] == (i + 1 < read.mores.size() ? "true" : "false"));
+  }
+  // The default cap: the whole ring (300 events of ~1 KiB) takes two replies.
+  q.max_bytes = kMaxEventsReplyBytes;
+  read = ReadAll(ring, q);
+  CHECK(read.seqs == all);
+  CHECK(read.mores.size() == 2);
+  CHECK(read.event_bytes[0] <= kMaxEventsReplyBytes);
+  CHECK(read.event_bytes[0] > kMaxEventsReplyBytes - 2 * one);
+  // An event larger than the cap goes alone; the next reply has the rest.
+  q.max_bytes = one / 2;
+  read = ReadAll(ring, q);
+  CHECK(read.seqs == all);
+  CHECK(read.mores.size() == 300);
+  // With a kind filter the events of other kinds are passed over, not counted against the cap.
+  ring.Push(Event{std::string(event_kind::kHookLeft), absl::FromUnixSeconds(1796281300), "l", {}});
+  q.kind = "hook_left";
+  q.max_bytes = 10 * one;
+  read = ReadAll(ring, q);
+  CHECK(read.seqs == std::vector<uint64_t>{301});
+  CHECK(read.mores == std::vector<std::string>{"false"});
+  // The JSON document form is cut the same way and stays one valid document.
+  EventsQuery json;
+  json.max_bytes = 3 * one;
+  const std::string doc = EventsReplyJson(ring, json);
+  CHECK(doc.find("\"next_since\":3,\"more\":true,") != std::string::npos);
+  CHECK(doc.substr(doc.size() - 3) == "]}\n");
+  CHECK(std::count(doc.begin(), doc.end(), '\n') == 1);
 }
 
 TEST_CASE("the event log writes a log line of JSON per event, rate-limited, and counts") {
@@ -406,4 +500,75 @@ TEST_CASE("kpathd events reads URLs and the fields of kpathd's JSON lines") {
   CHECK(JsonField(line, "seq") == "3");
   CHECK(JsonField(line, "cpu") == "1");
   CHECK_FALSE(JsonField(line, "pid"));
+}
+
+namespace {
+
+// A port of 127.0.0.1 that nothing listens on now.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("kpathd events reads a capped /events over real HTTP, each event once, and stops") {
+  EventLog log(
+      EventLogOptions{.max_events = 100000, .max_bytes = 256 << 20, .output = EventOutput::kNone});
+  for (int i = 1; i <= 600; ++i) log.Emit(FatRegion(i));
+  auto snapshot = std::make_shared<Snapshot>();
+  const std::string listen = "127.0.0.1:" + std::to_string(FreePort());
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start(listen, WebServerConfig{}, snapshot, {}, &log.ring());
+  REQUIRE(server.ok());
+  const EventsUrl url = DefaultEventsUrl(listen);
+  std::vector<uint64_t> seqs;
+  std::vector<size_t> bytes;
+  auto take = [&](const EventsPage& page) {
+    bytes.push_back(page.lines.size());
+    std::istringstream lines(page.lines);
+    for (std::string line; std::getline(lines, line);) {
+      seqs.push_back(std::stoull(*JsonField(line, "seq")));
+    }
+  };
+  // Every event kept, a capped reply at a time (600 events of ~1 KiB: three or more replies).
+  absl::StatusOr<std::string> next = ReadEvents(url, {}, "", "", take);
+  REQUIRE(next.ok());
+  CHECK(*next == "600");
+  std::vector<uint64_t> all(600);
+  std::iota(all.begin(), all.end(), 1);
+  CHECK(seqs == all);
+  CHECK(bytes.size() >= 3);
+  for (size_t b : bytes) CHECK(b <= kMaxEventsReplyBytes);
+  // One reply (a follower's second): the first capped page only.
+  seqs.clear();
+  bytes.clear();
+  next = ReadEvents(url, {}, "0", "", take, /*max_replies=*/1);
+  REQUIRE(next.ok());
+  CHECK(bytes.size() == 1);
+  CHECK(std::to_string(seqs.back()) == *next);
+  CHECK(seqs.size() < 600);
+  // Events that keep coming while it reads (a storm) do not keep it reading: it stops at the
+  // newest event of its first reply.
+  seqs.clear();
+  bytes.clear();
+  int pushed = 600;
+  next = ReadEvents(url, {}, "", "", [&](const EventsPage& page) {
+    take(page);
+    for (int i = 0; i < 300; ++i) log.Emit(FatRegion(++pushed));
+  });
+  REQUIRE(next.ok());
+  CHECK(std::stoull(*next) >= 600);
+  CHECK(bytes.size() <= 4);
+  CHECK(seqs.front() == 1);
+  // A refused query is an error naming the status.
+  next = ReadEvents(url, {}, "yesterday", "", take);
+  CHECK(next.status().message().find("HTTP 400: /events: since") == 0);
 }
