@@ -47,11 +47,13 @@ Options:
   events               print the events of a running kpathd (IRQ-off regions, foreign hooks
                        appearing and leaving, madvise storms, cgroup churn bursts;
                        docs/events.md), oldest first, from its /events:
-                       --url (default http://127.0.0.1:PORT, PORT from --config's
-                       listen_address, else 9477; https://HOST:PORT for TLS;
+                       --url (default: the listen_address of --config, else of
+                       /etc/kpathd/kpathd.yaml when readable, else 127.0.0.1:9477; https
+                       when its web configuration has TLS; https://HOST:PORT for TLS;
                        http://USER:PASSWORD@HOST:PORT for basic auth);
                        https: --ca-file FILE the CA (PEM) to verify kpathd's certificate with
-                       (default: the system's CAs), --insecure (-k) not to verify it,
+                       (default: kpathd's own certificate from its web configuration without
+                       --url, else the system's CAs), --insecure (-k) not to verify it,
                        --cert FILE --key FILE a client certificate (PEM) for a server that
                        asks for one; basic auth: --user USER:PASSWORD, or --netrc-file FILE
                        (curl's netrc: "machine HOST login USER password PASSWORD");

@@ -1,8 +1,10 @@
 // kpathd: see README.md. Fatal errors end here, with a message and a non-zero exit.
 #include <bpf/libbpf.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose.h"
+#include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/events_client.h"
 #include "daemon/log_format.h"
 #include "daemon/reload_request.h"
@@ -84,8 +87,13 @@ int main(int argc, char** argv) {
   }
 
   kpath::Config config;
-  if (cli->config_path) {
-    absl::StatusOr<kpath::Config> loaded = kpath::LoadConfigFile(*cli->config_path);
+  std::optional<std::string> config_path = cli->config_path;
+  if (!config_path && cli->mode == kpath::CliOptions::Mode::kEvents &&
+      access(kpath::kServiceConfigFile, R_OK) == 0) {
+    config_path = kpath::kServiceConfigFile;
+  }
+  if (config_path) {
+    absl::StatusOr<kpath::Config> loaded = kpath::LoadConfigFile(*config_path);
     if (!loaded.ok()) {
       kpath::PrintError(absl::StrCat("kpathd: ", loaded.status().message()));
       return 2;

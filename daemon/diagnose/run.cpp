@@ -11,6 +11,7 @@
 #include "daemon/collector_set.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose/rule.h"
+#include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/event_json.h"
 #include "daemon/events/event_log.h"
 #include "daemon/events/events_client.h"
@@ -53,15 +54,19 @@ absl::StatusOr<std::vector<std::string>> DaemonEvents(const EventsUrl& url, cons
 // event it kept (since it started, at boot for the service), or, when no kpathd answers on the
 // configured address, those of the watch.
 void TakeEvents(const Config& config, const EventRing& watched, Observation& o) {
-  const EventsUrl url = DefaultEventsUrl(config.listen_address);
+  // The kpathd that the configuration describes, over TLS when its web configuration has it (as
+  // `kpathd events` finds it without --url).
+  absl::StatusOr<DaemonEndpoint> endpoint = DaemonEndpointFor(config.listen_address, config.web);
   std::vector<std::string> lines;
-  absl::Status status;
+  absl::Status status = endpoint.status();
   const std::pair<std::string_view, std::string_view> queries[] = {
       {event_kind::kIrqOffRegion, "1h"},
       {event_kind::kHookAppeared, ""},
       {event_kind::kHookLeft, ""}};
   for (const auto& [kind, since] : queries) {
-    absl::StatusOr<std::vector<std::string>> got = DaemonEvents(url, EventsTls{}, kind, since);
+    if (!status.ok()) break;
+    absl::StatusOr<std::vector<std::string>> got =
+        DaemonEvents(endpoint->url, endpoint->tls, kind, since);
     if (!got.ok()) {
       status = got.status();
       break;
@@ -71,9 +76,9 @@ void TakeEvents(const Config& config, const EventRing& watched, Observation& o) 
   if (status.ok()) {
     o.events = std::move(lines);
     o.events_source = fmt::format(
-        "the running kpathd's events (http://{}:{}/events; IRQ-off regions of the "
+        "the running kpathd's events ({}://{}:{}/events; IRQ-off regions of the "
         "last hour)",
-        url.host, url.port);
+        endpoint->url.tls ? "https" : "http", endpoint->url.host, endpoint->url.port);
     return;
   }
   spdlog::info("diagnose: no events from a running kpathd ({}); reporting the watch's",

@@ -21,6 +21,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/event_json.h"
 #include "daemon/events/events_query.h"
 #include "fmt/format.h"
@@ -109,8 +110,11 @@ class TlsConnection {
       return absl::InternalError("TLS: " + OpensslErrors());
     }
     // The certificate must name the host the URL names: an IP address in its IP SANs, a name in
-    // its DNS SANs (and sent as SNI).
-    if (IsIpAddress(url.host)) {
+    // its DNS SANs (and sent as SNI); unless it is the one pinned, whatever it names.
+    if (tls.pinned) {
+      X509_VERIFY_PARAM_set_flags(SSL_get0_param(c->ssl_), X509_V_FLAG_PARTIAL_CHAIN);
+      if (!IsIpAddress(url.host)) SSL_set_tlsext_host_name(c->ssl_, url.host.c_str());
+    } else if (IsIpAddress(url.host)) {
       X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl_), url.host.c_str());
     } else {
       SSL_set_tlsext_host_name(c->ssl_, url.host.c_str());
@@ -244,7 +248,12 @@ absl::StatusOr<EventsUrl> ParseEventsUrl(std::string_view url) {
 
 EventsUrl DefaultEventsUrl(const std::string& listen_address) {
   EventsUrl url;
-  url.host = "127.0.0.1";
+  const size_t colon = listen_address.rfind(':');
+  std::string host = colon == std::string::npos ? "" : listen_address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  url.host = host.empty() || host == "0.0.0.0" ? "127.0.0.1" : host == "::" ? "::1" : host;
   url.port = PortOf(listen_address, 9477);
   return url;
 }
@@ -379,14 +388,36 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
     std::fprintf(stderr, "kpathd events: %.*s\n", static_cast<int>(message.size()), message.data());
     return 1;
   };
-  EventsUrl url = DefaultEventsUrl(config.listen_address);
+  // Without --url: the kpathd of the configuration (--config, else /etc/kpathd/kpathd.yaml when
+  // there), over https when its web configuration has TLS, trusting its own certificate.
+  EventsUrl url;
+  EventsTls tls;
+  std::string auth_hint;
   if (cli.events_url) {
     absl::StatusOr<EventsUrl> parsed = ParseEventsUrl(*cli.events_url);
     if (!parsed.ok()) return fail(std::string(parsed.status().message()));
     url = *parsed;
+  } else {
+    absl::StatusOr<DaemonEndpoint> endpoint = DaemonEndpointFor(config.listen_address, config.web);
+    if (!endpoint.ok()) {
+      return fail(fmt::format("{} (or --url URL)", std::string(endpoint.status().message())));
+    }
+    if (endpoint->client_cert_required && !cli.events_cert) {
+      return fail(fmt::format("{} asks for a client certificate: --cert FILE --key FILE",
+                              endpoint->web_config_file));
+    }
+    url = endpoint->url;
+    tls = endpoint->tls;
+    if (endpoint->basic_auth) {
+      auth_hint =
+          fmt::format(" ({} asks for basic auth: --user USER:PASSWORD or --netrc-file FILE)",
+                      endpoint->web_config_file);
+    }
   }
-  EventsTls tls;
-  tls.ca_file = cli.events_ca_file.value_or("");
+  if (cli.events_ca_file) {
+    tls = EventsTls();  // not kpathd's own certificate, pinned: the CAs given
+    tls.ca_file = *cli.events_ca_file;
+  }
   tls.insecure = cli.events_insecure;
   tls.cert_file = cli.events_cert.value_or("");
   tls.key_file = cli.events_key.value_or("");
@@ -456,7 +487,11 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     next = ReadEvents(url, tls, *next, kind, print, /*max_replies=*/1);
   }
-  if (!next.ok()) return fail(std::string(next.status().message()));
+  if (!next.ok()) {
+    std::string message(next.status().message());
+    if (message.starts_with("HTTP 401") && url.authorization.empty()) message += auth_hint;
+    return fail(message);
+  }
   return 0;
 }
 

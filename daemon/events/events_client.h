@@ -32,12 +32,17 @@ struct EventsTls {
   bool insecure = false;  // no verification of the server's certificate (curl -k)
   std::string cert_file;  // PEM client certificate (chain), with key_file; empty: none
   std::string key_file;
+  // ca_file is the server's own certificate (chain), as its configuration names it: trusted as
+  // the anchor itself (X509_V_FLAG_PARTIAL_CHAIN) whatever host name it holds, since a client on
+  // the node reaches it at 127.0.0.1 while its certificate names the node.
+  bool pinned = false;
 };
 
 // "Basic ..." for `login` and `password` of `host` in a netrc file (curl's and ftp's format:
 // "machine HOST login USER password PASSWORD", or "default login ..."); empty when it has none.
 absl::StatusOr<std::string> NetrcAuthorization(std::string_view netrc_text, std::string_view host);
-// The default: 127.0.0.1 and the port of `listen_address`.
+// The default: the port of `listen_address`, at its host, or at 127.0.0.1 (::1) when that is
+// 0.0.0.0 ([::]) or empty.
 EventsUrl DefaultEventsUrl(const std::string& listen_address);
 
 struct HttpReply {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/event_json.h"
 #include "daemon/events/event_log.h"
 #include "daemon/events/event_ring.h"
@@ -26,6 +27,7 @@
 #include "probes/collect/rate_bursts.h"
 #include "probes/hooks/hook_events.h"
 #include "probes/irqoff/irqoff_events.h"
+#include "support/temp_dir.h"
 
 using namespace kpath;
 
@@ -571,4 +573,56 @@ TEST_CASE("kpathd events reads a capped /events over real HTTP, each event once,
   // A refused query is an error naming the status.
   next = ReadEvents(url, {}, "yesterday", "", take);
   CHECK(next.status().message().find("HTTP 400: /events: since") == 0);
+}
+
+TEST_CASE(
+    "without --url, kpathd events finds the configured kpathd: address, TLS, its certificate") {
+  testing::TempDir dir;
+  // Plain HTTP: the listen address's port, at loopback for a wildcard host, else at its host.
+  absl::StatusOr<DaemonEndpoint> plain = DaemonEndpointFor("0.0.0.0:9600", WebServerConfig{});
+  REQUIRE(plain.ok());
+  CHECK(plain->url.host == "127.0.0.1");
+  CHECK(plain->url.port == 9600);
+  CHECK_FALSE(plain->url.tls);
+  CHECK_FALSE(plain->basic_auth);
+  CHECK(DaemonEndpointFor("[::]:9477", {})->url.host == "::1");
+  CHECK(DaemonEndpointFor("[fd00::7]:9477", {})->url.host == "fd00::7");
+  CHECK(DaemonEndpointFor("10.1.2.3:9100", {})->url.host == "10.1.2.3");
+  CHECK(DaemonEndpointFor(":9100", {})->url.host == "127.0.0.1");
+  // TLS with client certificates and basic auth: https, the daemon's own certificate pinned
+  // (a path relative to the web configuration file's folder, resolved).
+  dir.Write("server.crt", "not read here\n");
+  dir.Write("server.key", "not read here\n", 0600);
+  const std::string web_yml =
+      dir.Write("web.yml",
+                "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+                "  client_ca_file: server.crt\n  client_auth_type: RequireAndVerifyClientCert\n"
+                "basic_auth_users:\n  prometheus: "
+                "\"$2b$12$abcdefghijklmnopqrstuuABCDEFGHIJKLMNOPQRSTUVWXYZ01234\"\n");
+  WebServerConfig web;
+  web.config_file = web_yml;
+  absl::StatusOr<DaemonEndpoint> tls = DaemonEndpointFor("0.0.0.0:9477", web);
+  REQUIRE(tls.ok());
+  CHECK(tls->url.tls);
+  CHECK(tls->url.port == 9477);
+  CHECK(tls->tls.ca_file == dir / "server.crt");
+  CHECK(tls->tls.pinned);
+  CHECK(tls->basic_auth);
+  CHECK(tls->client_cert_required);
+  CHECK(tls->web_config_file == web_yml);
+  // TLS without client certificates or users; a certificate this user cannot read is not
+  // pinned (the system's CAs then, or --ca-file).
+  dir.Write("web2.yml", "tls_server_config:\n  cert_file: gone.crt\n  key_file: server.key\n");
+  web.config_file = dir / "web2.yml";
+  tls = DaemonEndpointFor("127.0.0.1:9477", web);
+  REQUIRE(tls.ok());
+  CHECK(tls->url.tls);
+  CHECK(tls->tls.ca_file.empty());
+  CHECK_FALSE(tls->tls.pinned);
+  CHECK_FALSE(tls->basic_auth);
+  CHECK_FALSE(tls->client_cert_required);
+  // A web configuration that cannot be read is an error naming it.
+  web.config_file = dir / "missing.yml";
+  CHECK(DaemonEndpointFor("0.0.0.0:9477", web).status().message().find("missing.yml") !=
+        std::string::npos);
 }
