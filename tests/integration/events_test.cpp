@@ -2,19 +2,31 @@
 // stand-in agent's hooks, as the real kpathd serves them at /events over real HTTP, writes them
 // to the journal (journald's socket, when the host runs journald) or to stderr as JSON lines,
 // and as `kpathd events` prints them.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "daemon/events/event_json.h"
+#include "daemon/events/event_log.h"
 #include "irqoff_fixture.h"
+#include "probes/irqoff/irqoff_events.h"
 #include "support/expected_mechanisms.h"
 #include "support/hook_agent.h"
 #include "support/kpathd_process.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using namespace kpath::testing;
@@ -246,4 +258,100 @@ TEST_CASE("a stand-in agent's hooks appear as events, and leave as events when i
   CHECK(in != std::string::npos);
   CHECK(out != std::string::npos);
   CHECK(in < out);
+}
+
+// The journal form of a region's stack (docs/events.md): one field, KPATH_STACK, a frame a line,
+// in the native protocol's length-prefixed form. The development host runs no journald, and in
+// the systemd stage the regions' late interrupts may all land in user code (no kernel stack), so
+// here a real systemd-journald runs alone in a mount namespace of its own (tmpfs on
+// /run/systemd/journal and /run/log/journal), kpathd's EventLog sends it a region with a
+// four-frame stack, and journalctl -o json reads it back.
+TEST_CASE("a region's multi-line stack reaches a real journald as one KPATH_STACK field",
+          "[events][journal]") {
+  REQUIRE(IsRoot());
+  const char* journald = "/lib/systemd/systemd-journald";
+  if (access(journald, X_OK) != 0) {
+    WARN("not checked: no " << journald << " (Debian's systemd package)");
+    return;
+  }
+  TempDir dir;
+  const std::string out = dir / "journal.json";
+  const std::vector<std::string> frames = {"native_queued_spin_lock_slowpath+0x6a",
+                                           "_raw_spin_lock_irqsave+0x3e", "get_slabinfo+0x2f",
+                                           "s_show+0x21"};
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // Exit 0 when journalctl shows the entry; 10 and up name the step that failed.
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr)) {
+      _exit(10);
+    }
+    for (const char* d : {"/run/systemd/journal", "/run/log/journal"}) {
+      std::error_code ec;
+      std::filesystem::create_directories(d, ec);
+      if (mount("tmpfs", d, "tmpfs", 0, "mode=0755") != 0) _exit(11);
+    }
+    const pid_t jd = fork();
+    if (jd == 0) {
+      const int null = open("/dev/null", O_RDWR);
+      dup2(null, 1);
+      dup2(null, 2);
+      execl(journald, journald, nullptr);
+      _exit(127);
+    }
+    struct stat st {};
+    bool up = false;
+    for (int i = 0; i < 200 && !up; ++i) {
+      up = stat(kpath::kJournalSocket.data(), &st) == 0 && S_ISSOCK(st.st_mode);
+      if (!up) usleep(50000);
+    }
+    int rc = 12;
+    if (up) {
+      kpath::IrqOffRegion r;
+      r.seconds = 0.0301;
+      r.cpu = 3;
+      r.pid = 4242;
+      r.comm = "kpath-jd-stack";
+      r.culprit = "get_slabinfo";
+      r.frames = frames;
+      kpath::EventLog log(kpath::EventLogOptions{.output = kpath::EventOutput::kJournal});
+      log.Emit(kpath::RegionEvent(r, absl::Now()));
+      rc = 13;
+      const std::string read =
+          "journalctl -D /run/log/journal -o json --no-pager "
+          "KPATH_EVENT=irqoff_region KPATH_COMM=kpath-jd-stack >" +
+          out + " 2>&1";
+      for (int i = 0; i < 100 && rc != 0; ++i) {
+        if (std::system(read.c_str()) == 0 && std::filesystem::file_size(out) > 0) rc = 0;
+        if (rc != 0) usleep(100000);
+      }
+    }
+    kill(jd, SIGTERM);
+    waitpid(jd, nullptr, 0);
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  std::ifstream in(out);
+  std::string line;
+  std::getline(in, line);
+  INFO(line);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::string stack;
+  for (const std::string& f : frames) stack += (stack.empty() ? "" : "\n") + f;
+  CHECK(JsonField(line, "KPATH_STACK") == stack);
+  CHECK(JsonField(line, "KPATH_CPU") == "3");
+  CHECK(JsonField(line, "KPATH_PID") == "4242");
+  CHECK(JsonField(line, "KPATH_CULPRIT") == "get_slabinfo");
+  CHECK(JsonField(line, "KPATH_SEQ") == "1");
+  CHECK(JsonField(line, "SYSLOG_IDENTIFIER") == "kpathd");
+  CHECK(JsonField(line, "PRIORITY") == "5");
+  CHECK(JsonField(line, "MESSAGE")
+            .value_or("")
+            .starts_with("IRQs off 30.1 ms on CPU 3 in "
+                         "kpath-jd-stack (pid 4242)"));
+  std::cout << "[events] a real journald's entry: KPATH_STACK "
+            << JsonField(line, "KPATH_STACK").value_or("?").size() << " bytes, "
+            << std::count(stack.begin(), stack.end(), '\n') + 1 << " frames a line each\n";
 }

@@ -426,7 +426,7 @@ EOF
         ct journalctl -u kpathd --no-pager -o json KPATH_EVENT=irqoff_region >"$work/journal.json" 2>/dev/null &&
           jq -e -s 'any(.[]; (.KPATH_STACK // "") != "")' "$work/journal.json" >/dev/null
       }
-      poll 30 stack_seen || log "events in journald: no IRQ-off region with a kernel stack in 30 s; KPATH_STACK's multi-line form is not checked in this run"
+      poll 30 stack_seen || log "events in journald: no IRQ-off region with a kernel stack in 30 s; KPATH_STACK's multi-line form is not checked in this run (integration_test \"[journal]\" checks it against a real journald)"
       ct journalctl --sync
       # Every IRQ-off region of this kpathd, the fixture's and the host's own (a busy host has
       # some, often with kernel stacks: the fixture's late interrupt may land in user code, with
