@@ -57,18 +57,22 @@ bool IsHexId(std::string_view s) {
          });
 }
 
+// The uid of a systemd-driver pod slice's name, "...-pod<uid, "-" as "_">.slice".
+std::optional<std::string> PodUidOfSlice(std::string_view c) {
+  if (!ConsumeSuffix(&c, ".slice")) return std::nullopt;
+  // kind and kubelet-in-a-slice setups prefix it: "kubelet-kubepods-besteffort-pod<uid_>.slice".
+  size_t pod = c.rfind("-pod");
+  if (pod == std::string_view::npos) return std::nullopt;
+  std::string uid(c.substr(pod + 4));
+  std::replace(uid.begin(), uid.end(), '_', '-');
+  if (!IsUid(uid)) return std::nullopt;
+  return uid;
+}
+
 // The pod uid a path component names: "kubepods-burstable-pod<uid_>.slice",
-// "kubepods-pod<uid_>.slice" (systemd driver, "-" written "_") or "pod<uid>" (cgroupfs driver).
+// "kubepods-pod<uid_>.slice" (systemd driver) or "pod<uid>" (cgroupfs driver).
 std::optional<std::string> PodUidOfComponent(std::string_view c) {
-  if (NamesKubepods(c) && ConsumeSuffix(&c, ".slice")) {
-    // kind and kubelet-in-a-slice setups prefix it: "kubelet-kubepods-besteffort-pod<uid_>.slice".
-    size_t pod = c.rfind("-pod");
-    if (pod == std::string_view::npos) return std::nullopt;
-    std::string uid(c.substr(pod + 4));
-    std::replace(uid.begin(), uid.end(), '_', '-');
-    if (!IsUid(uid)) return std::nullopt;
-    return uid;
-  }
+  if (NamesKubepods(c) && EndsWith(c, ".slice")) return PodUidOfSlice(c);
   if (ConsumePrefix(&c, "pod") && IsUid(c)) return std::string(c);
   return std::nullopt;
 }
@@ -98,6 +102,46 @@ std::optional<KubepodsCgroup> ParseKubepodsCgroupPath(std::string_view path) {
     out.pod_uid = std::move(*uid);
     if (i + 1 < parts.size()) out.container_id = ContainerIdOfComponent(parts[i + 1]);
     return out;
+  }
+  return std::nullopt;
+}
+
+namespace {
+// The CRI runtimes' container scopes: Kubernetes' alone (docker-<id>.scope is Docker's too).
+std::string CriContainerIdOfScope(std::string_view c) {
+  if (!ConsumeSuffix(&c, ".scope") || StartsWith(c, "crio-conmon-")) return "";
+  if (!ConsumePrefix(&c, "cri-containerd-") && !ConsumePrefix(&c, "crio-")) return "";
+  return IsHexId(c) ? std::string(c) : "";
+}
+
+// The uid of a pod component in a tail cut short, where the "kubepods" ancestor is gone:
+// "...-pod<uid_>.slice" (its uid is whole when "-pod" is still there) or a whole "pod<uid>";
+// only a full-length uid (a UUID, or a static pod's 32-digit hash), not any "-pod<hex>" slice.
+std::optional<std::string> PodUidOfTailComponent(std::string_view c, bool whole) {
+  std::optional<std::string> uid = PodUidOfSlice(c);
+  if (!uid && whole && ConsumePrefix(&c, "pod") && IsUid(c)) uid = std::string(c);
+  if (!uid || uid->size() < 32) return std::nullopt;
+  return uid;
+}
+}  // namespace
+
+std::optional<KubepodsCgroup> ParseKubepodsCgroupTail(std::string_view tail, bool truncated) {
+  if (std::optional<KubepodsCgroup> whole = ParseKubepodsCgroupPath(tail)) return whole;
+  if (!truncated) return std::nullopt;
+  std::vector<std::string_view> parts = NonEmpty(tail, '/');
+  // The deepest pod component, then its child (a container, or the pod's own cgroup).
+  for (size_t i = parts.size(); i-- > 0;) {
+    if (std::optional<std::string> uid = PodUidOfTailComponent(parts[i], i > 0)) {
+      KubepodsCgroup out{std::move(*uid), ""};
+      if (i + 1 < parts.size()) out.container_id = ContainerIdOfComponent(parts[i + 1]);
+      return out;
+    }
+  }
+  // No pod component left: a CRI container scope alone (or a cgroup below one).
+  for (size_t i = parts.size(); i-- > 1;) {  // parts[0] is cut: not a whole name
+    if (std::string id = CriContainerIdOfScope(parts[i]); !id.empty()) {
+      return KubepodsCgroup{"", std::move(id)};
+    }
   }
   return std::nullopt;
 }
@@ -161,6 +205,8 @@ constexpr size_t kMaxLogEntries = 100000;
 
 void PodDirectory::Read() {
   last_read_ = clock_();
+  previous_pods_ = std::move(pods_);
+  previous_containers_ = std::move(containers_);
   pods_.clear();
   containers_.clear();
   ForEachName(pod_logs_, kMaxLogEntries, [&](const std::string& name) {
@@ -171,26 +217,44 @@ void PodDirectory::Read() {
   });
 }
 
+const PodLogDirectory* PodDirectory::FindPod(const std::string& uid) const {
+  if (auto it = pods_.find(uid); it != pods_.end()) return &it->second;
+  if (auto it = previous_pods_.find(uid); it != previous_pods_.end()) return &it->second;
+  return nullptr;
+}
+
+const ContainerLogName* PodDirectory::FindContainer(const std::string& id) const {
+  if (id.empty()) return nullptr;
+  if (auto it = containers_.find(id); it != containers_.end()) return &it->second;
+  if (auto it = previous_containers_.find(id); it != previous_containers_.end()) {
+    return &it->second;
+  }
+  return nullptr;
+}
+
 PodLabels PodDirectory::Lookup(const KubepodsCgroup& cgroup) {
   auto known = [&] {
-    return pods_.count(cgroup.pod_uid) &&
-           (cgroup.container_id.empty() || containers_.count(cgroup.container_id));
+    return (cgroup.pod_uid.empty() || FindPod(cgroup.pod_uid)) &&
+           (cgroup.container_id.empty() || FindContainer(cgroup.container_id));
   };
   if (!known() && (!last_read_ || clock_() - *last_read_ >= min_rescan_)) Read();
   PodLabels out;
-  if (auto pod = pods_.find(cgroup.pod_uid); pod != pods_.end()) {
-    out.namespace_name = pod->second.namespace_name;
-    out.pod = pod->second.pod;
+  const ContainerLogName* container = FindContainer(cgroup.container_id);
+  if (cgroup.pod_uid.empty()) {
+    // A path tail that lost the pod's uid: the container's log name has all three.
+    if (container) out = {container->namespace_name, container->pod, container->container};
+    return out;
+  }
+  if (const PodLogDirectory* pod = FindPod(cgroup.pod_uid)) {
+    out.namespace_name = pod->namespace_name;
+    out.pod = pod->pod;
   } else {
     // A pod the logs do not name (they are not mounted, or it is gone): its uid still tells
     // which pod it was (kubectl get pods -A -o
     // custom-columns=UID:.metadata.uid,NAME:.metadata.name).
     out.pod = cgroup.pod_uid;
   }
-  if (auto c = containers_.find(cgroup.container_id);
-      !cgroup.container_id.empty() && c != containers_.end()) {
-    out.container = c->second.container;
-  }
+  if (container) out.container = container->container;
   return out;
 }
 
@@ -284,6 +348,11 @@ PodLabels PodAttribution::Resolve(uint64_t owner) {
   std::optional<KubepodsCgroup> pod = ParseKubepodsCgroupPath(*path);
   if (!pod) return {};
   return directory_.Lookup(*pod);
+}
+
+PodLabels PodAttribution::OfCgroup(const KubepodsCgroup& cgroup) {
+  std::lock_guard lock(mu_);
+  return directory_.Lookup(cgroup);
 }
 
 PodLabels PodAttribution::OfProcess(uint32_t pid) {

@@ -46,6 +46,15 @@ struct KubepodsCgroup {
 // (crio-conmon-<id>.scope) belongs to the pod, not to a container.
 std::optional<KubepodsCgroup> ParseKubepodsCgroupPath(std::string_view path);
 
+// The pod of the end of a cgroup path whose beginning may be cut (`truncated`: its first
+// component is partial), as cgroup_churn's path tails are (their last 127 bytes). A systemd-driver
+// container scope is 151+ bytes below kubepods.slice, so its tail often keeps neither the
+// kubepods ancestor nor the whole pod uid: a CRI runtime's scope (cri-containerd-<id>.scope,
+// crio-<id>.scope, which only Kubernetes' runtimes make) then names its container alone, and
+// its pod's uid when the tail still holds the pod slice's "-pod<uid>.slice" (or cgroupfs'
+// "pod<uid>") whole. A docker-<id>.scope or a bare id counts only below such a pod component.
+std::optional<KubepodsCgroup> ParseKubepodsCgroupTail(std::string_view tail, bool truncated);
+
 // The first kubepods cgroup among the lines of a /proc/PID/cgroup text, any hierarchy.
 std::optional<KubepodsCgroup> KubepodsCgroupOfProcess(std::string_view proc_pid_cgroup);
 
@@ -79,7 +88,10 @@ class PodDirectory {
                Clock clock = std::chrono::steady_clock::now);
 
   // Namespace and pod by the pod's uid, container by its id; the container is "" when its id is
-  // not in container_logs (the pod's own cgroup, a sandbox). Empty labels for an unknown pod.
+  // not in container_logs (the pod's own cgroup, a sandbox). Without a uid (a path tail that
+  // lost it), all three from the container's log name. Empty labels for an unknown pod, or an
+  // unknown container without a uid. What the last two reads found is known: a pod removed just
+  // before a read still names its cgroups' rmdirs.
   PodLabels Lookup(const KubepodsCgroup& cgroup);
   // Pods found by the last read.
   size_t pods() const { return pods_.size(); }
@@ -90,8 +102,11 @@ class PodDirectory {
   std::chrono::milliseconds min_rescan_;
   Clock clock_;
   std::optional<std::chrono::steady_clock::time_point> last_read_;
-  std::unordered_map<std::string, PodLogDirectory> pods_;         // by uid
-  std::unordered_map<std::string, ContainerLogName> containers_;  // by id
+  const PodLogDirectory* FindPod(const std::string& uid) const;
+  const ContainerLogName* FindContainer(const std::string& id) const;
+  // This read's and the one before (bounded: two reads of a bounded tree).
+  std::unordered_map<std::string, PodLogDirectory> pods_, previous_pods_;               // by uid
+  std::unordered_map<std::string, ContainerLogName> containers_, previous_containers_;  // by id
 };
 
 // What a BPF program keys a process by when pods are labelled (kubernetes.attribute_by).
@@ -113,6 +128,8 @@ class PodAttribution {
   PodLabels Resolve(uint64_t owner);
   // A process's labels (kProcess's resolution, also for events that carry a pid).
   PodLabels OfProcess(uint32_t pid);
+  // A cgroup's labels, from its path (cgroup_churn: the cgroup made or removed).
+  PodLabels OfCgroup(const KubepodsCgroup& cgroup);
 
  private:
   std::optional<std::string> CgroupPath(uint64_t id);

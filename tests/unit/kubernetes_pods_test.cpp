@@ -143,6 +143,99 @@ TEST_CASE("a pod the logs do not name keeps its uid; a new pod is found on the n
   std::filesystem::remove_all(dir);
 }
 
+// What cgroup_churn's programs send of a cgroup's path: its last 127 bytes, the first component
+// then cut (cgroup_churn.h, CGROUP_CHURN_TAIL_LEN).
+std::pair<std::string, bool> Tail(const std::string& path) {
+  constexpr size_t kTail = 127;
+  if (path.size() <= kTail) return {path, false};
+  return {path.substr(path.size() - kTail), true};
+}
+
+std::optional<KubepodsCgroup> OfTail(const std::string& path) {
+  auto [tail, truncated] = Tail(path);
+  return ParseKubepodsCgroupTail(tail, truncated);
+}
+
+TEST_CASE("a cgroup path's last 127 bytes still name its pod, or its container alone",
+          "[kubernetes]") {
+  const std::string gateway(kGatewayId), search(kSearchId);
+  const std::string uid = "6b3c0d4e-8f2a-4c1b-9d7e-2a5f1c3b4d6e";
+  const std::string uid_ = "6b3c0d4e_8f2a_4c1b_9d7e_2a5f1c3b4d6e";
+  // systemd driver, containerd: the scope and the pod slice are 151 bytes; the uid is cut, the
+  // CRI scope names the container.
+  const std::string scope = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
+                            uid_ + ".slice/cri-containerd-" + gateway + ".scope";
+  REQUIRE(Tail(scope).second);
+  CHECK(OfTail(scope) == KubepodsCgroup{"", gateway});
+  // Below a test's or an agent's slice: the same.
+  CHECK(OfTail("/kpt-pods-1.slice" + scope) == KubepodsCgroup{"", gateway});
+  // CRI-O's shorter scope keeps the pod slice's "-pod<uid>.slice" whole.
+  CHECK(OfTail("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
+               ".slice/crio-" + gateway + ".scope") == KubepodsCgroup{uid, gateway});
+  // The pod slice itself, and a cgroup a container made below its scope.
+  CHECK(OfTail("/kpt-pods-1.slice/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
+               uid_ + ".slice") == KubepodsCgroup{uid, ""});
+  CHECK(OfTail(scope + "/worker") == KubepodsCgroup{"", gateway});
+  // kind's nested kubelet (fixture 104), cgroupfs under a long prefix, CRI-O's conmon.
+  CHECK(OfTail("/../../kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+               "kubelet-kubepods-besteffort-pod0e1f2a3b_4c5d_4e6f_8a7b_9c0d1e2f3a4b.slice/"
+               "cri-containerd-" +
+               search + ".scope") == KubepodsCgroup{"", search});
+  CHECK(OfTail("/system.slice/containerd.service/kubepods/besteffort/"
+               "pod0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b/" +
+               search) == KubepodsCgroup{"0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b", search});
+  CHECK(OfTail("/kubepods.slice/kubepods-pod2c0d4e6f8a1b3c5d7e9f0a2b4c6d8e0f.slice/crio-conmon-" +
+               gateway + ".scope") == KubepodsCgroup{"2c0d4e6f8a1b3c5d7e9f0a2b4c6d8e0f", ""});
+  // Not Kubernetes': Docker's own containers, a slice that only looks like a pod's, a cut name.
+  CHECK_FALSE(OfTail("/system.slice/docker-" + gateway + ".scope"));
+  CHECK_FALSE(
+      OfTail("/system.slice/a-very-long-service-name-that-pushes-the-path-past-the-tail-"
+             "length.service/docker-" +
+             gateway + ".scope"));
+  CHECK_FALSE(
+      OfTail("/user.slice/user-1000.slice/user@1000.service/app.slice/"
+             "some-application-with-a-long-name.slice/tool-pod12345678.slice/x.scope"));
+  CHECK_FALSE(ParseKubepodsCgroupTail("ri-containerd-" + gateway + ".scope", true));
+  CHECK_FALSE(ParseKubepodsCgroupTail("/system.slice/cron.service", false));
+}
+
+TEST_CASE("a container named only by its id resolves through /var/log/containers", "[kubernetes]") {
+  PodAttribution pods(PodKey::kProcess, HostPaths(kNode / "proc", kNode / "sys"), {},
+                      PodDirectory(kNode / "var/log/pods", kNode / "var/log/containers"));
+  CHECK(pods.OfCgroup({"", std::string(kGatewayId)}) ==
+        PodLabels{"payments", "gateway-7d9f8b6c5-x2k4q", "gateway"});
+  CHECK(pods.OfCgroup({"", std::string(kSearchId)}) ==
+        PodLabels{"search", "gateway-5c4b3a2d1-p9q8r", "gateway"});
+  // An id no log names: nothing, not even a pod (no uid to show).
+  CHECK(pods.OfCgroup({"", std::string(64, 'e')}).empty());
+  CHECK(pods.OfCgroup({"6b3c0d4e-8f2a-4c1b-9d7e-2a5f1c3b4d6e", ""}) ==
+        PodLabels{"payments", "gateway-7d9f8b6c5-x2k4q", ""});
+}
+
+TEST_CASE("a pod whose logs were removed is still named until the read after next",
+          "[kubernetes]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kpt-gone-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string uid = "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b";
+  const std::filesystem::path pod = dir / "pods" / ("search_gateway-5c4b3a2d1-p9q8r_" + uid);
+  std::filesystem::create_directories(pod);
+  std::filesystem::create_directories(dir / "containers");
+  auto now = std::chrono::steady_clock::time_point{};
+  PodDirectory directory(dir / "pods", dir / "containers", std::chrono::seconds(5),
+                         [&] { return now; });
+  CHECK(directory.Lookup({uid, ""}).namespace_name == "search");
+  std::filesystem::remove_all(pod);  // the kubelet's garbage collection
+  const KubepodsCgroup unknown{"11111111-2222-4333-8444-555555555555", ""};
+  now += std::chrono::seconds(5);
+  CHECK(directory.Lookup(unknown).namespace_name.empty());  // a read: the pod is gone from it
+  CHECK(directory.Lookup({uid, ""}).namespace_name == "search");
+  now += std::chrono::seconds(5);
+  CHECK(directory.Lookup(unknown).namespace_name.empty());  // the read after: forgotten
+  CHECK(directory.Lookup({uid, ""}) == PodLabels{"", uid, ""});
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("pod labels: off when asked, off by default outside Kubernetes, on with pod logs",
           "[kubernetes]") {
   const std::filesystem::path dir =
