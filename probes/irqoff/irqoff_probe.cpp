@@ -55,10 +55,10 @@ IrqOffProbe::IrqOffProbe(KernelFeatures& kernel, HostPaths paths, std::vector<Me
       paths_(std::move(paths)),
       options_(options),
       hypervisor_(DetectHypervisor(paths_)),
-      regions_(
-          {"comm", "culprit"},
-          {static_cast<size_t>(options.labels.comm), static_cast<size_t>(options.labels.caller)},
-          1),
+      regions_(options.pods
+                   ? std::vector<std::string>{"comm", "culprit", "namespace", "pod", "container"}
+                   : std::vector<std::string>{"comm", "culprit"},
+               TopN(options.labels), 1),
       longest_(options.detector.max_window) {}
 
 IrqOffProbe::~IrqOffProbe() { Detach(); }
@@ -427,7 +427,14 @@ std::string_view IrqOffProbe::SwitchHookName() const {
 
 void IrqOffProbe::SetLabelLimits(const LabelLimits& labels) {
   options_.labels = labels;
-  regions_.SetTopN({static_cast<size_t>(labels.comm), static_cast<size_t>(labels.caller)});
+  regions_.SetTopN(TopN(labels));
+}
+
+std::vector<size_t> IrqOffProbe::TopN(const LabelLimits& labels) const {
+  std::vector<size_t> top{static_cast<size_t>(labels.comm), static_cast<size_t>(labels.caller)};
+  // The pod of the task that held IRQs off: its namespace and container within the pods' budget.
+  if (options_.pods) top.insert(top.end(), 3, static_cast<size_t>(std::max(labels.pod, 1)));
+  return top;
 }
 
 absl::Status IrqOffProbe::ReadIntervalMax(double& seconds) {

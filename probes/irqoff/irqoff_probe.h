@@ -86,6 +86,8 @@ class IrqOffProbe final : public BpfProbe {
   std::string_view VmPausesName() const;
 
  private:
+  // comm, culprit and, with pods, namespace, pod and container.
+  std::vector<size_t> TopN(const LabelLimits& labels) const;
   using Link = OwnedLink;
   // A perf event fd and the BPF link on it (the link owns the fd once made).
   struct PerfAttachment {
