@@ -200,6 +200,8 @@ void ForEachName(const std::filesystem::path& dir, size_t limit, Visit visit) {
 // A node runs at most a few hundred pods (kubelet's maxPods defaults to 110); these bound what a
 // stray or hostile directory can cost a read.
 constexpr size_t kMaxLogEntries = 100000;
+// A lookup of a pod or container not missed before reads the logs again after this long.
+constexpr std::chrono::milliseconds kMinFreshRescan(100);
 
 }  // namespace
 
@@ -237,7 +239,17 @@ PodLabels PodDirectory::Lookup(const KubepodsCgroup& cgroup) {
     return (cgroup.pod_uid.empty() || FindPod(cgroup.pod_uid)) &&
            (cgroup.container_id.empty() || FindContainer(cgroup.container_id));
   };
-  if (!known() && (!last_read_ || clock_() - *last_read_ >= min_rescan_)) Read();
+  if (!known()) {
+    const std::string key = cgroup.pod_uid + "/" + cgroup.container_id;
+    const bool fresh = !missed_.contains(key);
+    const auto since =
+        last_read_ ? clock_() - *last_read_ : std::chrono::steady_clock::duration::max();
+    if (since >= min_rescan_ || (fresh && since >= kMinFreshRescan)) {
+      Read();
+      if (missed_.size() >= kMaxLogEntries) missed_.clear();
+      if (!known()) missed_.insert(key);  // not named: read again only after min_rescan
+    }
+  }
   PodLabels out;
   const ContainerLogName* container = FindContainer(cgroup.container_id);
   if (cgroup.pod_uid.empty()) {

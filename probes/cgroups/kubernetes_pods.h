@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "probes/kernel/host_paths.h"
@@ -77,9 +78,11 @@ struct PodLabels {
   bool operator==(const PodLabels&) const = default;
 };
 
-// The kubelet's log layout, read into two maps; read again when a lookup misses, at most once
-// per `min_rescan` (a pod that started since the last read is found on the next interval; a
-// hostile or huge tree costs one bounded read per interval).
+// The kubelet's log layout, read into two maps; read again when a lookup misses: at once (at
+// most every 100 ms) for a pod or container not missed before, else at most once per
+// `min_rescan`. A pod that started since the last read is found when first looked up (a cgroup
+// made once, as cgroup churn counts it, has no next interval to be found in); ids the logs never
+// name cost one bounded read per `min_rescan`, or per 100 ms while new ones keep coming.
 class PodDirectory {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
@@ -102,6 +105,8 @@ class PodDirectory {
   std::chrono::milliseconds min_rescan_;
   Clock clock_;
   std::optional<std::chrono::steady_clock::time_point> last_read_;
+  // Pods and containers a lookup missed since the last read that found them (bounded).
+  std::unordered_set<std::string> missed_;
   const PodLogDirectory* FindPod(const std::string& uid) const;
   const ContainerLogName* FindContainer(const std::string& id) const;
   // This read's and the one before (bounded: two reads of a bounded tree).

@@ -212,6 +212,38 @@ TEST_CASE("a container named only by its id resolves through /var/log/containers
         PodLabels{"payments", "gateway-7d9f8b6c5-x2k4q", ""});
 }
 
+TEST_CASE("a pod not looked up before is found at once; one the logs lack is read for rarely",
+          "[kubernetes]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kpt-fresh-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "pods");
+  std::filesystem::create_directories(dir / "containers");
+  auto now = std::chrono::steady_clock::time_point{};
+  PodDirectory directory(dir / "pods", dir / "containers", std::chrono::seconds(5),
+                         [&] { return now; });
+  const std::string first = "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b";
+  const std::string second = "6b3c0d4e-8f2a-4c1b-9d7e-2a5f1c3b4d6e";
+  CHECK(directory.Lookup({first, ""}).namespace_name.empty());  // read: not there
+  std::filesystem::create_directories(dir / "pods" / ("search_a_" + first));
+  std::filesystem::create_directories(dir / "pods" / ("payments_b_" + second));
+  // A second later: the pod missed before waits for min_rescan, a new one is read for at once
+  // (the churn probe sees a pod's cgroup once: there is no next interval to find it in).
+  now += std::chrono::seconds(1);
+  CHECK(directory.Lookup({second, ""}) == PodLabels{"payments", "b", ""});
+  now += std::chrono::seconds(1);
+  CHECK(directory.Lookup({first, ""}) == PodLabels{"search", "a", ""});  // that read found it
+  // Within 100 ms of a read even a new pod waits.
+  const std::string third = "11111111-2222-4333-8444-555555555555";
+  CHECK(directory.Lookup({"22222222-2222-4333-8444-555555555555", ""}).namespace_name.empty());
+  std::filesystem::create_directories(dir / "pods" / ("payments_c_" + third));
+  now += std::chrono::milliseconds(50);
+  CHECK(directory.Lookup({third, ""}).namespace_name.empty());
+  now += std::chrono::milliseconds(100);
+  CHECK(directory.Lookup({third, ""}) == PodLabels{"payments", "c", ""});
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a pod whose logs were removed is still named until the read after next",
           "[kubernetes]") {
   const std::filesystem::path dir =
