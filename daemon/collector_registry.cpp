@@ -133,7 +133,8 @@ const std::vector<CollectorRow>* MakeRegistry() {
                                                 .labels = config.labels,
                                                 .churn_window = config.percpu.growth_window,
                                                 .burst_per_second = static_cast<double>(
-                                                    config.cgroups.churn_burst_per_second)});
+                                                    config.cgroups.churn_burst_per_second),
+                                                .pods = env.pods});
           },
           [](Collector& c, const Config& config) {
             static_cast<CgroupChurnProbe&>(c).SetChurnWindow(config.percpu.growth_window);

@@ -41,13 +41,24 @@ std::string PlanTarget() {
 // the ones that did its kind (a process that only creates has no rmdir series). `series` is the
 // counters' series() or, for the *_evicted_total families, their evicted().
 void AppendNonZero(const std::map<std::vector<std::string>, std::vector<uint64_t>>& series,
-                   const MetricSpec& spec, size_t field, MetricFamilies& out) {
+                   const std::vector<std::string>& names, const MetricSpec& spec, size_t field,
+                   MetricFamilies& out) {
   FamilyBuilder family(spec);
   for (const auto& [labels, values] : series) {
     if (values[field] == 0) continue;
-    family.Add({{"comm", labels[0]}, {"unit", labels[1]}}, static_cast<double>(values[field]));
+    LabelPairs pairs;
+    // An empty value is an absent label: a cgroup outside any pod has no pod labels.
+    for (size_t i = 0; i < names.size() && i < labels.size(); ++i) {
+      if (!labels[i].empty()) pairs.emplace_back(names[i], labels[i]);
+    }
+    family.Add(pairs, static_cast<double>(values[field]));
   }
   family.AppendTo(out);
+}
+
+std::vector<std::string> LabelNames(bool pods) {
+  if (pods) return {"comm", "unit", "namespace", "pod", "container"};
+  return {"comm", "unit"};
 }
 
 }  // namespace
@@ -57,21 +68,30 @@ std::string CgroupChurnUnit(const cgroup_churn_path& path) {
   return SanitizeLabelValue(SystemdUnitOfPathTail(tail, path.truncated != 0));
 }
 
-bool CgroupChurnShapeFoldsAlike(const cgroup_churn_path& path) {
+std::optional<KubepodsCgroup> CgroupChurnPod(const cgroup_churn_path& path) {
+  return ParseKubepodsCgroupTail(std::string_view(path.tail, strnlen(path.tail, sizeof(path.tail))),
+                                 path.truncated != 0);
+}
+
+bool CgroupChurnShapeFoldsAlike(const cgroup_churn_path& path, bool pod_labels) {
   const std::string unit = CgroupChurnUnit(path);
+  const std::optional<KubepodsCgroup> pod =
+      pod_labels ? CgroupChurnPod(path) : std::optional<KubepodsCgroup>();
   const size_t length = strnlen(path.tail, sizeof(path.tail));
   const size_t name = std::string_view(path.tail, length).rfind('/') + 1;  // npos + 1 == 0
   bool digits = false;
   for (size_t i = name; i < length; ++i) digits |= path.tail[i] >= '0' && path.tail[i] <= '9';
   if (!digits) return false;
   // The fold reads digits by class (a run, a hex id, a UUID) or keeps them as they are: another
-  // value in every digit's place shows which.
+  // value in every digit's place shows which. A pod's uid or a container's id in the name
+  // changes with them, and with it the pod labels.
   for (char digit : {'0', '1', '9'}) {
     cgroup_churn_path other = path;
     for (size_t i = name; i < length; ++i) {
       if (other.tail[i] >= '0' && other.tail[i] <= '9') other.tail[i] = digit;
     }
     if (CgroupChurnUnit(other) != unit) return false;
+    if (pod_labels && CgroupChurnPod(other) != pod) return false;
   }
   return true;
 }
@@ -101,9 +121,7 @@ CgroupChurnProbe::CgroupChurnProbe(KernelFeatures& kernel, CgroupChurnOptions op
     : BpfProbe(kName, kernel, options.allowed),
       options_(std::move(options)),
       clock_(std::move(clock)),
-      churn_({"comm", "unit"},
-             {static_cast<size_t>(options_.labels.comm), static_cast<size_t>(options_.labels.unit)},
-             2),
+      churn_(LabelNames(options_.pods != nullptr), TopN(options_.labels), 2),
       mkdir_rate_(options_.churn_window) {
   if (!clock_) clock_ = absl::Now;
 }
@@ -112,7 +130,25 @@ CgroupChurnProbe::~CgroupChurnProbe() { Detach(); }
 
 void CgroupChurnProbe::SetLabelLimits(const LabelLimits& limits) {
   options_.labels = limits;
-  churn_.SetTopN({static_cast<size_t>(limits.comm), static_cast<size_t>(limits.unit)});
+  churn_.SetTopN(TopN(limits));
+}
+
+std::vector<size_t> CgroupChurnProbe::TopN(const LabelLimits& limits) const {
+  std::vector<size_t> top{static_cast<size_t>(limits.comm), static_cast<size_t>(limits.unit)};
+  // A pod's namespace and containers: within the pods' budget (each label is folded alone).
+  if (options_.pods) top.insert(top.end(), 3, static_cast<size_t>(std::max(limits.pod, 1)));
+  return top;
+}
+
+std::vector<std::string> CgroupChurnProbe::SeriesLabels(const cgroup_churn_key& key,
+                                                        const PathInfo* info) const {
+  std::vector<std::string> labels{CommOf(key),
+                                  info ? info->unit : std::string(FoldedCounters::kOther)};
+  if (!options_.pods) return labels;
+  const PodLabels none;
+  const PodLabels& pod = info ? info->pod : none;
+  labels.insert(labels.end(), {pod.namespace_name, pod.pod, pod.container});
+  return labels;
 }
 
 std::vector<AttachPlan> CgroupChurnProbe::Plans() const {
@@ -304,7 +340,7 @@ void CgroupChurnProbe::LearnShape(const cgroup_churn_path& path, const PathInfo&
       shapes_refused_.contains(shape)) {
     return;
   }
-  if (!CgroupChurnShapeFoldsAlike(path)) {
+  if (!CgroupChurnShapeFoldsAlike(path, options_.pods != nullptr)) {
     if (shapes_refused_.size() >= 65536) shapes_refused_.clear();
     shapes_refused_.insert(shape);
     return;
@@ -335,6 +371,15 @@ const CgroupChurnProbe::PathInfo* CgroupChurnProbe::PathOf(uint64_t path_key, ui
     if (paths_.size() >= 65536) paths_.clear();
     PathInfo& info = paths_[path_key];
     info.unit = CgroupChurnUnit(path);
+    if (options_.pods) {
+      // Resolved once per key: its rmdir, maybe after the pod's logs are gone, keeps the names
+      // its mkdir had.
+      std::optional<KubepodsCgroup> cgroup = CgroupChurnPod(path);
+      if (cgroup != info.cgroup || info.pod.namespace_name.empty()) {
+        info.pod = cgroup ? options_.pods->OfCgroup(*cgroup) : PodLabels{};
+      }
+      info.cgroup = std::move(cgroup);
+    }
     info.hierarchy = path.hierarchy;
     std::string_view tail(path.tail, strnlen(path.tail, sizeof(path.tail)));
     info.canary =
@@ -383,11 +428,11 @@ absl::Status CgroupChurnProbe::DrainCounts() {
     }
     if (!info) {
       // The tail never reached user space (its map was full): counted, without the unit.
-      churn_.Add({CommOf(*k), std::string(FoldedCounters::kOther)}, sums);
+      churn_.Add(SeriesLabels(*k, nullptr), sums);
       for (uint64_t n : sums) unlabelled_ += n;
       return;
     }
-    Sums& into = by_hierarchy[{CommOf(*k), info->unit}][info->hierarchy];
+    Sums& into = by_hierarchy[SeriesLabels(*k, info)][info->hierarchy];
     for (size_t i = 0; i < sums.size() && i < into.size(); ++i) into[i] += sums[i];
   });
   if (drained.ok()) EmptyPaths(counts_->last_drained());
@@ -513,10 +558,11 @@ absl::Status CgroupChurnProbe::Collect(MetricFamilies& out) {
   std::optional<double> per_second = mkdir_rate_.PerSecond();
   status_ = CgroupChurnStatus(per_second, churn_.TopValue(1));
 
-  AppendNonZero(churn_.series(), cgroups_metrics::kCgroupMkdirTotal, 0, out);
-  AppendNonZero(churn_.evicted(), cgroups_metrics::kCgroupMkdirEvictedTotal, 0, out);
-  AppendNonZero(churn_.series(), cgroups_metrics::kCgroupRmdirTotal, 1, out);
-  AppendNonZero(churn_.evicted(), cgroups_metrics::kCgroupRmdirEvictedTotal, 1, out);
+  const std::vector<std::string> names = LabelNames(options_.pods != nullptr);
+  AppendNonZero(churn_.series(), names, cgroups_metrics::kCgroupMkdirTotal, 0, out);
+  AppendNonZero(churn_.evicted(), names, cgroups_metrics::kCgroupMkdirEvictedTotal, 0, out);
+  AppendNonZero(churn_.series(), names, cgroups_metrics::kCgroupRmdirTotal, 1, out);
+  AppendNonZero(churn_.evicted(), names, cgroups_metrics::kCgroupRmdirEvictedTotal, 1, out);
   if (per_second) {
     FamilyBuilder(cgroups_metrics::kCgroupChurnPerSecond).Add(*per_second).AppendTo(out);
   }

@@ -17,6 +17,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "probes/cgroups/kubernetes_pods.h"
 #include "probes/collect/bpf_handles.h"
 #include "probes/collect/bpf_probe.h"
 #include "probes/collect/folded_counters.h"
@@ -36,10 +37,15 @@ namespace kpath {
 // The unit label of a path tail the BPF programs sent (valid UTF-8).
 std::string CgroupChurnUnit(const cgroup_churn_path& path);
 
+// The Kubernetes pod (and container) a path tail names, if any (ParseKubepodsCgroupTail).
+std::optional<KubepodsCgroup> CgroupChurnPod(const cgroup_churn_path& path);
+
 // Whether every name of the shape of `path`'s name (its last component, digits replaced) gives
-// the unit `path` gives: the digits are folded away (run-u123.scope), not kept
-// (user@1000.service, php8.2-fpm.service). False for a name without digits.
-bool CgroupChurnShapeFoldsAlike(const cgroup_churn_path& path);
+// the labels `path` gives: the digits are folded away (run-u123.scope), not kept
+// (user@1000.service, php8.2-fpm.service). With `pod_labels`, the pod and container the name
+// gives count too: a pod slice's or a container scope's digits are its uid or id, so they
+// "depend" (two pods never share a shape's key). False for a name without digits.
+bool CgroupChurnShapeFoldsAlike(const cgroup_churn_path& path, bool pod_labels = false);
 
 // The {comm, unit} labels of a key the BPF programs counted under and of its path tail, both
 // valid UTF-8.
@@ -58,6 +64,9 @@ struct CgroupChurnOptions {
   absl::Duration churn_window = absl::Seconds(60);
   // cgroups.churn_burst_per_second: a unit's churn burst starts from this many cgroups per second.
   double burst_per_second = 10;
+  // Labels namespace, pod and container of a cgroup in the kubepods tree
+  // (kubernetes.pod_labels), from its path; null: no such labels.
+  std::shared_ptr<PodAttribution> pods;
 };
 
 class CgroupChurnProbe final : public BpfProbe {
@@ -123,9 +132,14 @@ class CgroupChurnProbe final : public BpfProbe {
   // What a path key stands for.
   struct PathInfo {
     std::string unit;
+    std::optional<KubepodsCgroup> cgroup;  // with pod labels: the pod the path names
+    PodLabels pod;                         // and its names
     uint32_t hierarchy = 0;  // cgroup_churn_path.hierarchy
     bool canary = false;     // kpathd's own scratch cgroup (SelfTest)
   };
+  // The series labels of a key's counts: comm, unit and, with pods, namespace, pod, container.
+  std::vector<std::string> SeriesLabels(const cgroup_churn_key& key, const PathInfo* info) const;
+  std::vector<size_t> TopN(const LabelLimits& limits) const;
   // The path key counted in `buffer`: from the path sent with it, else the last one known for
   // the key; null if none.
   const PathInfo* PathOf(uint64_t path_key, uint32_t buffer);
@@ -164,7 +178,7 @@ class CgroupChurnProbe final : public BpfProbe {
   uint64_t canary_counts_[2] = {0, 0};
   std::string key_source_;  // how the programs key paths, for the log and state
 
-  FoldedCounters churn_;     // {comm, unit} -> {mkdirs, rmdirs}
+  FoldedCounters churn_;     // {comm, unit[, namespace, pod, container]} -> {mkdirs, rmdirs}
   uint64_t unlabelled_ = 0;  // events counted in the overflow slot (the hash was full)
   WindowedSlope mkdir_rate_;
 

@@ -27,7 +27,9 @@
 #include "probes/cgroups/cgroup_files.h"
 #include "support/expected_mechanisms.h"
 #include "support/exposition.h"
+#include "support/fake_pod.h"
 #include "support/kpathd_process.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using namespace kpath::testing;
@@ -636,4 +638,92 @@ TEST_CASE("a unit's cgroup churn over the burst threshold starts and ends a chur
   }
   CHECK(starts >= static_cast<double>(burst.size() / 2));
   CHECK(starts <= static_cast<double>(all_starts));
+}
+
+// Issue 21: where the kubelet and its runtime make and remove cgroups, the churn names the pod.
+// A process makes pods the way the kubelet and containerd lay them out (systemd driver: pod
+// slice and cri-containerd scope, whose 127-byte tail has lost the pod's uid; cgroupfs driver:
+// kubepods/burstable/pod<uid>/<id>) in the unified hierarchy, with their log names in a
+// temporary /var/log; each pod's mkdirs and rmdirs carry its namespace, pod and container. The
+// second round's pods have the first round's name shapes (their uids and ids differ only in
+// digits, under the same parents): kpathd has judged those shapes by then and must have kept
+// the pods apart.
+TEST_CASE("cgroup churn in the kubepods tree carries each pod's namespace, pod and container",
+          "[cgroups][churn][pods]") {
+  REQUIRE(IsRoot());
+  const std::optional<std::string> unified = MountOf(/*v2=*/true);
+  REQUIRE(unified);
+  for (bool systemd_driver : {true, false}) {
+    DYNAMIC_SECTION((systemd_driver ? "systemd" : "cgroupfs") << " driver") {
+      TestSlice slice(*unified, kSlice);
+      TempDir logs;
+      KpathdProcess kpathd({.config_yaml = ChurnConfig(
+                                "kubernetes:\n  pod_labels: on\n  pod_logs: " + logs / "pods" +
+                                "\n  container_logs: " + logs / "containers" + "\n")});
+      REQUIRE(kpathd.WaitUntilServing());
+      INFO(kpathd.Output());
+      const std::string comm = "kpt-kubelet-" + std::to_string(getpid() % 1000);
+      const std::string parent = "kpt-pods-" + std::to_string(getpid()) + ".slice";
+      struct Pod {
+        std::string ns, name, container;
+      };
+      const std::vector<Pod> pods{{"payments", "keeper-0", "app"},
+                                  {"payments", "gateway-a", "gateway"},
+                                  {"search", "gateway-b", "gateway"},
+                                  {"payments", "gateway-c", "gateway"},
+                                  {"search", "gateway-d", "gateway"}};
+      auto make = [&](size_t i) {
+        return std::make_unique<FakePod>(slice.path().string(), parent, systemd_driver, logs,
+                                         pods[i].ns, pods[i].name, pods[i].container,
+                                         static_cast<int>(i));
+      };
+      const int status = RunAs(comm, [&] {
+        // The keeper holds the kubepods parents, so that both rounds' pods share them.
+        auto keeper = make(0);
+        for (size_t round : {1, 3}) {
+          auto first = make(round);
+          auto second = make(round + 1);
+          first.reset();
+          second.reset();
+          std::this_thread::sleep_for(2s);  // ten sampling intervals: every shape judged
+        }
+        return 0;
+      });
+      REQUIRE(status == 0);
+      // kubepods.slice and kubepods-burstable.slice (kubepods, burstable), the test's parent, and
+      // each pod's own cgroup and its container's.
+      const double cgroups = 3 + 2 * pods.size();
+      const std::string body = ScrapeUntil(
+          kpathd,
+          [&](const std::string& b) {
+            return Sum(b, "kpath_cgroup_rmdir_total", {{"comm", comm}}) >= cgroups;
+          },
+          30s);
+      INFO(body);
+      for (const char* family : {"kpath_cgroup_mkdir_total", "kpath_cgroup_rmdir_total"}) {
+        INFO(family);
+        CHECK(Sum(body, family, {{"comm", comm}}) == cgroups);
+        for (const Pod& pod : pods) {
+          INFO(pod.name);
+          const std::map<std::string, std::string> in_pod{
+              {"comm", comm}, {"namespace", pod.ns}, {"pod", pod.name}};
+          CHECK(Sum(body, family, in_pod) == 2);  // the pod's cgroup and its container's
+          auto in_container = in_pod;
+          in_container["container"] = pod.container;
+          CHECK(Sum(body, family, in_container) == 1);
+        }
+        // Outside any pod (the parents): no pod labels at all.
+        double outside = 0;
+        for (const Sample& s : Samples(body, family)) {
+          if (s.labels.at("comm") == comm && !s.labels.count("namespace") &&
+              !s.labels.count("pod") && !s.labels.count("container")) {
+            outside += s.value;
+          }
+        }
+        CHECK(outside == 3);
+      }
+      CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
+      CHECK(!fs::exists(slice.path() / parent));
+    }
+  }
 }

@@ -33,6 +33,7 @@
 #include "probes/madvise/tlb_flush_probe.h"
 #include "support/expected_mechanisms.h"
 #include "support/exposition.h"
+#include "support/fake_pod.h"
 #include "support/kpathd_process.h"
 #include "support/temp_dir.h"
 
@@ -633,45 +634,6 @@ TEST_CASE("real kernel: the madvise kprobe programs pass the verifier where kpro
 
 namespace {
 
-// A Kubernetes pod as the kubelet and containerd lay it out, on this host: its container's
-// cgroup (systemd driver: kubepods-burstable-pod<uid>.slice/cri-containerd-<id>.scope; cgroupfs
-// driver: kubepods/burstable/pod<uid>/<id>) under a test-owned parent in `hierarchy`, and its
-// log directory and log symlink under `logs`. Removes both when destroyed.
-class FakePod {
- public:
-  FakePod(const std::string& hierarchy, const std::string& parent, bool systemd_driver,
-          const TempDir& logs, const std::string& ns, const std::string& pod,
-          const std::string& container, int n)
-      : parent_(hierarchy + "/" + parent) {
-    char uid[40], id[65];
-    snprintf(uid, sizeof(uid), "%08x-4c5d-4e6f-8a7b-%012x", getpid(), n);
-    snprintf(id, sizeof(id), "%016x%048x", getpid(), n);
-    std::string uid_ = uid;
-    std::replace(uid_.begin(), uid_.end(), '-', '_');
-    const std::string path =
-        systemd_driver ? "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
-                             ".slice/cri-containerd-" + id + ".scope"
-                       : "/kubepods/burstable/pod" + std::string(uid) + "/" + id;
-    cgroup_ = parent_ + path;
-    std::filesystem::create_directories(cgroup_);
-    std::filesystem::create_directories(logs / "pods/" + ns + "_" + pod + "_" + uid + "/" +
-                                        container);
-    std::filesystem::create_directories(logs / "containers");
-    std::ofstream(logs / "containers/" + pod + "_" + ns + "_" + container + "-" + id + ".log");
-  }
-  ~FakePod() {
-    // Deepest first; the processes placed here have exited and been waited for.
-    for (std::filesystem::path p = cgroup_; p.string().size() >= parent_.size();
-         p = p.parent_path()) {
-      for (int i = 0; i < 100 && rmdir(p.c_str()) != 0 && errno == EBUSY; ++i) usleep(10000);
-    }
-  }
-  const std::string& cgroup() const { return cgroup_; }
-
- private:
-  std::string parent_, cgroup_;
-};
-
 // A child placed in `cgroup` (unless "") before it runs `work`, then kept alive until Release():
 // a storming service lives on, and kubernetes.attribute_by process reads /proc/PID/cgroup when
 // it drains (a process gone by then keeps its counts, without pod labels).
@@ -718,22 +680,6 @@ class HeldChild {
   int release_ = -1;
   bool placed_ = false;
 };
-
-// The unified hierarchy's mount point, and the first v1 hierarchy's (nullopt if none).
-std::optional<std::string> MountOf(bool v2) {
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    const bool is_v2 = line.find(" - cgroup2 ") != std::string::npos;
-    const bool is_v1 = line.find(" - cgroup ") != std::string::npos;
-    if ((v2 && is_v2) || (!v2 && is_v1 && line.find(",memory") != std::string::npos)) {
-      std::istringstream fields(line);
-      std::string f;
-      for (int i = 0; i < 5; ++i) fields >> f;
-      return f;
-    }
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 

@@ -46,12 +46,12 @@ TEST_CASE("a counted key becomes its process and folded unit", "[cgroups][churn]
 
 // Whether the programs may count `tail`'s name by its shape (digits replaced): only when the
 // unit does not depend on the digits' values.
-bool FoldsAlike(const std::string& tail, bool truncated = false) {
+bool FoldsAlike(const std::string& tail, bool truncated = false, bool pod_labels = false) {
   cgroup_churn_path path;
   std::memset(&path, 0, sizeof(path));
   std::memcpy(path.tail, tail.data(), std::min(tail.size(), sizeof(path.tail) - 1));
   path.truncated = truncated ? 1 : 0;
-  return CgroupChurnShapeFoldsAlike(path);
+  return CgroupChurnShapeFoldsAlike(path, pod_labels);
 }
 
 TEST_CASE("a name shape is counted as one only where the fold drops its digits",
@@ -75,6 +75,36 @@ TEST_CASE("a name shape is counted as one only where the fold drops its digits",
   CHECK_FALSE(FoldsAlike(""));
   // Digits above the name do not count: they are the same for every name of a shape.
   CHECK_FALSE(FoldsAlike("/user.slice/user-1000.slice/app.slice"));
+}
+
+TEST_CASE("with pod labels, a pod's or a container's name depends on its digits",
+          "[cgroups][churn][kubernetes]") {
+  const std::string id = "3f1e9a7c2b4d6e8f0a1c3e5b7d9f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f";
+  const std::string pod_slice =
+      "/kubepods.slice/kubepods-burstable.slice/"
+      "kubepods-burstable-pod6b3c0d4e_8f2a_4c1b_9d7e_2a5f1c3b4d6e.slice";
+  // The container scope's last 127 bytes, what the programs send: its pod's uid is cut.
+  const std::string whole_scope = pod_slice + "/cri-containerd-" + id + ".scope";
+  const std::string scope = whole_scope.substr(whole_scope.size() - 127);
+  const std::string cgroupfs = "/kubepods/besteffort/pod0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b";
+  // Without pod labels the unit alone counts: one shape for every pod.
+  CHECK(FoldsAlike(pod_slice));
+  CHECK(FoldsAlike(scope, true));
+  // With them, two pods (two containers) are two keys: the uid (the id) is in the labels.
+  CHECK_FALSE(FoldsAlike(pod_slice, false, true));
+  CHECK_FALSE(FoldsAlike(scope, true, true));
+  CHECK_FALSE(FoldsAlike(cgroupfs, false, true));
+  CHECK_FALSE(FoldsAlike(cgroupfs + "/" + id, false, true));
+  // Digits in a name below a container, or outside the kubepods tree, still fold.
+  CHECK(FoldsAlike(cgroupfs + "/" + id.substr(0, 16) + "/worker-17", false, true));
+  CHECK(FoldsAlike("/system.slice/run-u4711.service", false, true));
+  CHECK(CgroupChurnPod([&] {
+          cgroup_churn_path path;
+          std::memset(&path, 0, sizeof(path));
+          std::memcpy(path.tail, scope.data(), scope.size());
+          path.truncated = 1;
+          return path;
+        }()) == KubepodsCgroup{"", id});
 }
 
 TEST_CASE("label values are valid UTF-8 whatever the bytes", "[cgroups][churn]") {
