@@ -118,16 +118,28 @@ TEST_CASE("a fixture node: processes resolve to their pod through /proc/PID/cgro
   CHECK(pods.Resolve(102).pod == "gateway-5c4b3a2d1-p9q8r");
 }
 
+// An empty kubelet log layout in a temporary directory, read by a PodDirectory whose clock the
+// test moves (`now`); removed at the end.
+struct LogTree {
+  explicit LogTree(const std::string& name)
+      : dir(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir / "pods");
+    std::filesystem::create_directories(dir / "containers");
+  }
+  ~LogTree() { std::filesystem::remove_all(dir); }
+  const std::filesystem::path dir;
+  std::chrono::steady_clock::time_point now{};
+  PodDirectory directory{dir / "pods", dir / "containers", std::chrono::seconds(5),
+                         [this] { return now; }};
+};
+
 TEST_CASE("a pod the logs do not name keeps its uid; a new pod is found on the next read",
           "[kubernetes]") {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kpt-pods-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir / "pods");
-  std::filesystem::create_directories(dir / "containers");
-  auto now = std::chrono::steady_clock::time_point{};
-  PodDirectory directory(dir / "pods", dir / "containers", std::chrono::seconds(5),
-                         [&] { return now; });
+  LogTree logs("kpt-pods");
+  const std::filesystem::path& dir = logs.dir;
+  auto& now = logs.now;
+  PodDirectory& directory = logs.directory;
   const KubepodsCgroup cgroup{"0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b", std::string(kSearchId)};
   CHECK(directory.Lookup(cgroup) == PodLabels{"", "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b", ""});
 
@@ -140,7 +152,6 @@ TEST_CASE("a pod the logs do not name keeps its uid; a new pod is found on the n
   now += std::chrono::seconds(5);
   CHECK(directory.Lookup(cgroup) == PodLabels{"search", "gateway-5c4b3a2d1-p9q8r", "gateway"});
   CHECK(directory.pods() == 1);
-  std::filesystem::remove_all(dir);
 }
 
 // What cgroup_churn's programs send of a cgroup's path: its last 127 bytes, the first component
@@ -214,14 +225,10 @@ TEST_CASE("a container named only by its id resolves through /var/log/containers
 
 TEST_CASE("a pod not looked up before is found at once; one the logs lack is read for rarely",
           "[kubernetes]") {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kpt-fresh-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir / "pods");
-  std::filesystem::create_directories(dir / "containers");
-  auto now = std::chrono::steady_clock::time_point{};
-  PodDirectory directory(dir / "pods", dir / "containers", std::chrono::seconds(5),
-                         [&] { return now; });
+  LogTree logs("kpt-fresh");
+  const std::filesystem::path& dir = logs.dir;
+  auto& now = logs.now;
+  PodDirectory& directory = logs.directory;
   const std::string first = "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b";
   const std::string second = "6b3c0d4e-8f2a-4c1b-9d7e-2a5f1c3b4d6e";
   CHECK(directory.Lookup({first, ""}).namespace_name.empty());  // read: not there
@@ -241,21 +248,16 @@ TEST_CASE("a pod not looked up before is found at once; one the logs lack is rea
   CHECK(directory.Lookup({third, ""}).namespace_name.empty());
   now += std::chrono::milliseconds(100);
   CHECK(directory.Lookup({third, ""}) == PodLabels{"payments", "c", ""});
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a pod whose logs were removed is still named until the read after next",
           "[kubernetes]") {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kpt-gone-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  LogTree logs("kpt-gone");
+  auto& now = logs.now;
+  PodDirectory& directory = logs.directory;
   const std::string uid = "0e1f2a3b-4c5d-4e6f-8a7b-9c0d1e2f3a4b";
-  const std::filesystem::path pod = dir / "pods" / ("search_gateway-5c4b3a2d1-p9q8r_" + uid);
+  const std::filesystem::path pod = logs.dir / "pods" / ("search_gateway-5c4b3a2d1-p9q8r_" + uid);
   std::filesystem::create_directories(pod);
-  std::filesystem::create_directories(dir / "containers");
-  auto now = std::chrono::steady_clock::time_point{};
-  PodDirectory directory(dir / "pods", dir / "containers", std::chrono::seconds(5),
-                         [&] { return now; });
   CHECK(directory.Lookup({uid, ""}).namespace_name == "search");
   std::filesystem::remove_all(pod);  // the kubelet's garbage collection
   const KubepodsCgroup unknown{"11111111-2222-4333-8444-555555555555", ""};
@@ -265,7 +267,6 @@ TEST_CASE("a pod whose logs were removed is still named until the read after nex
   now += std::chrono::seconds(5);
   CHECK(directory.Lookup(unknown).namespace_name.empty());  // the read after: forgotten
   CHECK(directory.Lookup({uid, ""}) == PodLabels{"", uid, ""});
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("pod labels: off when asked, off by default outside Kubernetes, on with pod logs",
