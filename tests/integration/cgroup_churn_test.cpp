@@ -655,7 +655,8 @@ TEST_CASE("cgroup churn in the kubepods tree carries each pod's namespace, pod a
   REQUIRE(unified);
   for (bool systemd_driver : {true, false}) {
     DYNAMIC_SECTION((systemd_driver ? "systemd" : "cgroupfs") << " driver") {
-      TestSlice slice(*unified, kSlice);
+      // Its own name: the other churn tests' kSlice may be in use by a concurrent run.
+      TestSlice slice(*unified, "kpath-podtest-" + std::to_string(getpid()) + ".slice");
       TempDir logs;
       KpathdProcess kpathd({.config_yaml = ChurnConfig(
                                 "kubernetes:\n  pod_labels: on\n  pod_logs: " + logs / "pods" +
