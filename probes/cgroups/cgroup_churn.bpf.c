@@ -130,18 +130,46 @@ static __always_inline __u64 key_in_hierarchy(__u64 key, __u32 hierarchy) {
   return hierarchy == CGROUP_CHURN_HIERARCHY_UNKNOWN ? key : key ^ ((__u64)hierarchy << 32);
 }
 
+/* 0x80 in each byte of `x` that is zero (exact: no borrow crosses a byte). */
+static __always_inline __u64 zero_bytes_exact(__u64 x) {
+  return ~(((x & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL) | x) & 0x8080808080808080ULL;
+}
+
 /* 0x80 in each byte of `w` that is an ASCII digit: a byte is one when its xor with '0' has a
  * zero high nibble and a low nibble below 10 (no carry crosses a byte in either test). */
 static __always_inline __u64 digit_bytes(__u64 w) {
   __u64 x = w ^ 0x3030303030303030ULL;
   __u64 not_digit = (x & 0xf0f0f0f0f0f0f0f0ULL) |
                     (((x & 0x0f0f0f0f0f0f0f0fULL) + 0x0606060606060606ULL) & 0x1010101010101010ULL);
-  return ~(((not_digit & 0x7f7f7f7f7f7f7f7fULL) + 0x7f7f7f7f7f7f7f7fULL) | not_digit) &
-         0x8080808080808080ULL;
+  return zero_bytes_exact(not_digit);
 }
 
-/* The key of the shape of the cgroup's name (cgroup_churn.h), or 0 for a name without digits,
- * of 64 bytes or more, or unreadable: 64 bytes read, then a multiply per word up to the NUL. */
+/* `w` with each ASCII digit among the bytes `name` selects (0xff each) replaced by '#', the
+ * shape's bytes; the digits replaced are or-ed into *digits. */
+static __always_inline __u64 shape_word(__u64 w, __u64 name, __u64* digits) {
+  __u64 d = digit_bytes(w) & name;
+  __u64 mask = (d >> 7) * 0xff;
+  *digits |= d;
+  return (w & ~mask) | (0x2323232323232323ULL & mask);
+}
+
+/* The key of a shape's hash (0 for a name without digits): hierarchy and CGROUP_CHURN_SHAPE_BIT
+ * in. */
+static __always_inline __u64 shape_key_of(__u64 hash, __u64 digits, __u32 hierarchy) {
+  if (!digits) return 0;
+  return key_in_hierarchy(hash ^ (hash >> 29), hierarchy) | CGROUP_CHURN_SHAPE_BIT;
+}
+
+/* A word of a NUL-terminated string with the bytes after its NUL cleared; *zero is non-zero
+ * when the NUL is in it. */
+static __always_inline __u64 string_word(__u64 w, __u64* zero) {
+  *zero = kpath_zero_bytes(w);
+  return *zero ? kpath_before_nul(w, *zero) : w;
+}
+
+/* tp_btf: the key of the shape of the cgroup's name (cgroup_churn.h) under its parent's serial
+ * number, or 0 for a name without digits, of 64 bytes or more, or unreadable: 64 bytes read,
+ * then a multiply per word up to the NUL. */
 static __always_inline __u64 name_shape_key(struct cgroup_churn_scratch* s, const char* kn,
                                             __u64 parent_serial, __u32 hierarchy) {
   if (!kn_name_offset) return 0;
@@ -149,23 +177,52 @@ static __always_inline __u64 name_shape_key(struct cgroup_churn_scratch* s, cons
   if (bpf_probe_read_kernel(s->words, CGROUP_CHURN_TAIL_LEN / 2, name) != 0) return 0;
   __u64 hash = parent_serial * KPATH_HASH_MUL;
   __u64 digits = 0;
-  bool terminated = false;
 #pragma unroll
   for (int i = 0; i < CGROUP_CHURN_HALF; i++) {
-    __u64 w = s->words[i];
-    __u64 zero = kpath_zero_bytes(w);
-    if (zero) w = kpath_before_nul(w, zero);
-    __u64 d = digit_bytes(w);
-    __u64 mask = (d >> 7) * 0xff;
-    digits |= d;
-    hash = (hash ^ ((w & ~mask) | (0x2323232323232323ULL & mask))) * KPATH_HASH_MUL;
-    if (zero) {
-      terminated = true;
-      break;
-    }
+    __u64 zero;
+    __u64 w = string_word(s->words[i], &zero);
+    hash = (hash ^ shape_word(w, ~0ULL, &digits)) * KPATH_HASH_MUL;
+    if (zero) return shape_key_of(hash, digits, hierarchy);
   }
-  if (!terminated || !digits) return 0;
-  return key_in_hierarchy(hash ^ (hash >> 29), hierarchy) | CGROUP_CHURN_SHAPE_BIT;
+  return 0;
+}
+
+/* The bytes of a word after its last '/' (0xff each), given the word's '/' bytes (0x80 each,
+ * at least one): every byte at or below the highest '/' (little-endian: at or before it in
+ * the string) is smeared down, the rest are the name's. */
+static __always_inline __u64 bytes_after_last_slash(__u64 slashes) {
+  __u64 s = slashes >> 7;
+  s |= s >> 8;
+  s |= s >> 16;
+  s |= s >> 32;
+  return ~(s * 0xff);
+}
+
+/* raw_tp and tracepoint: the same shape from the path's words that path_tail_key left in the
+ * scratch (the path, or its last 127 bytes): the last component's digits masked, hashed after
+ * the path up to it (the parent, by path, where tp_btf has its serial number). One pass: at each
+ * word with a '/', the shape's hash restarts from the plain hash of the words before it. */
+static __always_inline __u64 path_shape_key(const struct cgroup_churn_scratch* s, __u32 truncated,
+                                            __u32 hierarchy) {
+  __u64 plain = CGROUP_CHURN_TAIL_LEN ^ truncated;
+  __u64 hash = plain;
+  __u64 digits = 0;
+#pragma unroll
+  for (int i = 0; i < CGROUP_CHURN_WORDS; i++) {
+    __u64 zero;
+    __u64 w = string_word(s->words[i], &zero);
+    __u64 slashes = zero_bytes_exact(w ^ 0x2f2f2f2f2f2f2f2fULL);
+    __u64 name = ~0ULL;
+    if (slashes) {
+      hash = plain;
+      digits = 0;
+      name = bytes_after_last_slash(slashes);
+    }
+    hash = (hash ^ shape_word(w, name, &digits)) * KPATH_HASH_MUL;
+    plain = (plain ^ w) * KPATH_HASH_MUL;
+    if (zero) return shape_key_of(hash, digits, hierarchy);
+  }
+  return 0;
 }
 
 static __always_inline bool shape_known(__u64 shape_key) {
@@ -182,9 +239,10 @@ static __always_inline void add_event(struct cgroup_churn_value* v, bool rmdir) 
   }
 }
 
-/* Counts one event under (comm, path_key). With the cgroup's kernfs node `kn` (tp_btf; NULL, a
- * constant, elsewhere): a key the cache holds (a timer's service, made again and again) is
- * counted at once; else a name of a shape user space knows is counted under the shape. Rarely
+/* Counts one event under (comm, path_key): a key the cache holds (a timer's service, made again
+ * and again) is counted at once; else a name of a shape user space knows is counted under the
+ * shape, the shape read from the cgroup's kernfs node `kn` (tp_btf) or, where `kn` is NULL (a
+ * constant), from the path's words path_tail_key left in the scratch. Rarely
  * (the key's first event in this interval on this CPU), also sends the path tail, the hierarchy
  * and the name's shape key (0: none): a string read and a hash insert; a shape's key
  * (CGROUP_CHURN_SHAPE_BIT) sends nothing: user space knows it. */
@@ -198,16 +256,14 @@ static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u
   struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
   kpath_current_comm(key.comm, task_comm_offset);
   __u32 buffer = churn_counts_buffer();
-  __u64 shape_key = 0;
-  if (kn) {
-    struct cgroup_churn_value* held = churn_counts_cache_find(buffer, &key);
-    if (held) {
-      add_event(held, rmdir);
-      return;
-    }
-    shape_key = name_shape_key(s, kn, parent_serial, hierarchy);
-    if (shape_key && shape_known(shape_key)) key.path_key = shape_key;
+  struct cgroup_churn_value* held = churn_counts_cache_find(buffer, &key);
+  if (held) {
+    add_event(held, rmdir);
+    return;
   }
+  __u64 shape_key = kn ? name_shape_key(s, kn, parent_serial, hierarchy)
+                       : path_shape_key(s, truncated, hierarchy);
+  if (shape_key && shape_known(shape_key)) key.path_key = shape_key;
   path_key = key.path_key;
   bool created = false;
   struct cgroup_churn_value* v = churn_counts_cached_slot(buffer, &key, &created);

@@ -49,10 +49,11 @@ struct cgroup_churn_path {
 
 #define CGROUP_CHURN_HIERARCHY_UNKNOWN 0xffffffffu
 
-/* Names with digits, keyed by their shape (tp_btf only). Transient units bring a new name per
- * cgroup (run-u123.scope, session-5.scope): each would take a counter and send its tail, a hash
- * insert and a string copy per event. A name's shape is its parent's serial number, its
- * hierarchy and its bytes with every ASCII digit replaced by '#' (names under 64 bytes). User
+/* Names with digits, keyed by their shape. Transient units bring a new name per cgroup
+ * (run-u123.scope, session-5.scope): each would take a counter and send its tail, a hash insert
+ * and a string copy per event. A name's shape is its parent (tp_btf: the parent's serial number,
+ * names under 64 bytes; raw_tp and tracepoint: the path up to the name, as path tails are read),
+ * its hierarchy and its bytes with every ASCII digit replaced by '#'. User
  * space, given one name of a shape with its path tail, checks that the unit it derives does not
  * depend on the digits (run-u123.scope and run-u9999.scope -> run-*.scope, but user@1000.service
  * and php8.2-fpm.service keep theirs) and then writes the shape's key into churn_shapes, slot

@@ -315,7 +315,7 @@ absl::Status CgroupChurnProbe::AttachWith(const AttachPlan& plan, const DirectRe
   paths_fd_[0] = bpf_map__fd(skel->maps.churn_paths_0);
   paths_fd_[1] = bpf_map__fd(skel->maps.churn_paths_1);
   shapes_fd_ = bpf_map__fd(skel->maps.churn_shapes);
-  key_source_ = reads.cgroup_kn == 0 ? "path tail hash"
+  key_source_ = reads.cgroup_kn == 0 ? "path tail hash, or the name's shape"
                 : reads.kn_name == 0 ? "parent serial and kernfs name hash"
                                      : "parent serial and kernfs name hash, or the name's shape";
   paths_.clear();

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
@@ -92,6 +93,22 @@ int ChurnNamed(const fs::path& parent, int first, int count,
 double MkdirsOf(const std::string& body, const std::string& comm, const std::string& unit) {
   return MetricValue(body, "kpath_cgroup_mkdir_total", {{"comm", comm}, {"unit", unit}})
       .value_or(-1);
+}
+
+// Whether kpathd attached cgroup_churn by `mechanism`. Every kernel with BTF has all three (the
+// development one too): not attaching passes (with a warning) only where the kernel matrix
+// (KPATH_EXPECT_MECHANISMS) says this kernel lacks the mechanism, or for tp_btf without BTF.
+bool MechanismAttached(KpathdProcess& kpathd, const std::string& body,
+                       const std::string& mechanism) {
+  if (MetricValue(body, "kpath_probe_attached",
+                  {{"probe", "cgroup_churn"}, {"mechanism", mechanism}}) == 1) {
+    return true;
+  }
+  REQUIRE((ExpectedMechanisms("cgroup_churn") || (mechanism == "tp_btf" && !HostHasVmlinuxBtf())));
+  REQUIRE_FALSE(MustAttach("cgroup_churn", mechanism));
+  WARN("cgroup_churn " << mechanism << " not available on this kernel: "
+                       << NotAttachedReason(kpathd.Output(), "cgroup_churn"));
+  return false;
 }
 
 std::string ChurnConfig(const std::string& extra = "") {
@@ -240,50 +257,48 @@ TEST_CASE("cgroup churn under a named process is counted exactly per unit, trans
 }
 
 // The shape at work, not only exact counts (which the path keys also give): more new names in one
-// interval than the per-interval hash has keys (1024). Keyed by path, the names beyond it count
-// in unit="other" (kpath_cgroup_churn_unlabelled_total); once kpathd knows their shape (after the
-// first drain that saw one), all of them count under run-*.scope. Without BTF there is no shape:
-// the overflow is then what the path keys do, and said.
+// interval than the per-interval hash has keys (1024). Keyed by path, the names beyond it would
+// count in unit="other" (kpath_cgroup_churn_unlabelled_total); once kpathd knows their shape
+// (after the first drain that saw one), all of them count under run-*.scope. On each mechanism:
+// tp_btf reads the name from the kernfs node, raw_tp and tracepoint from the path.
 TEST_CASE("more transient names in one interval than the hash holds count under their shape",
           "[cgroups][churn]") {
   REQUIRE(IsRoot());
   auto root = MemoryCgroupRoot();
   REQUIRE(root);
-  TestSlice slice(*root, kSlice);
-  KpathdProcess kpathd({.config_yaml = "sampling_interval: 10s\n"});
-  REQUIRE(kpathd.WaitUntilServing());
-  INFO(kpathd.Output());
-  const std::string comm = "kpath-shapes";
-  auto name = [](int i) { return "run-u" + std::to_string(100000 + i) + ".scope"; };
-  constexpr int kFirst = 10, kMany = 4000;
-  REQUIRE(RunAs(comm, [&] { return ChurnNamed(slice.path(), 0, kFirst, name); }) == 0);
-  std::string body = ScrapeUntil(
-      kpathd, [&](const std::string& b) { return MkdirsOf(b, comm, "run-*.scope") >= kFirst; },
-      30s);
-  REQUIRE(MkdirsOf(body, comm, "run-*.scope") == kFirst);
-  const bool shapes = MetricValue(body, "kpath_probe_attached",
-                                  {{"probe", "cgroup_churn"}, {"mechanism", "tp_btf"}}) == 1 &&
-                      std::filesystem::exists("/sys/kernel/btf/vmlinux");
-  REQUIRE(RunAs(comm, [&] { return ChurnNamed(slice.path(), kFirst, kMany, name); }) == 0);
-  // Drained when the rmdirs (the last events) are all counted, with their unit or without.
-  body = ScrapeUntil(
-      kpathd,
-      [&](const std::string& b) {
-        return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"comm", comm}}) +
-                   MetricValue(b, "kpath_cgroup_churn_unlabelled_total").value_or(0) >=
-               kFirst + kMany;
-      },
-      30s);
-  double unlabelled = MetricValue(body, "kpath_cgroup_churn_unlabelled_total").value_or(-1);
-  double labelled = Sum(Samples(body, "kpath_cgroup_mkdir_total"), {{"comm", comm}});
-  if (shapes) {
-    CHECK(labelled == kFirst + kMany);
-    CHECK(MkdirsOf(body, comm, "run-*.scope") == kFirst + kMany);
-    CHECK(unlabelled == 0);
-  } else {
-    // Counted still, the overflow without labels (in "other").
-    CHECK(labelled + unlabelled >= kFirst + kMany);
-    WARN("no name shapes without tp_btf: " << unlabelled << " events counted without their unit");
+  for (std::string mechanism : {"tp_btf", "raw_tp", "tracepoint"}) {
+    DYNAMIC_SECTION("mechanism " << mechanism) {
+      TestSlice slice(*root, kSlice);
+      KpathdProcess kpathd({.config_yaml = "sampling_interval: 10s\n"
+                                           "probes:\n  cgroup_churn:\n    mechanisms: [" +
+                                           mechanism + "]\n"});
+      REQUIRE(kpathd.WaitUntilServing());
+      INFO(kpathd.Output());
+      auto first = kpathd.Scrape();
+      REQUIRE(first);
+      if (!MechanismAttached(kpathd, *first, mechanism)) continue;
+      const std::string comm = "kpath-shapes";
+      auto name = [](int i) { return "run-u" + std::to_string(100000 + i) + ".scope"; };
+      constexpr int kFirst = 10, kMany = 4000;
+      REQUIRE(RunAs(comm, [&] { return ChurnNamed(slice.path(), 0, kFirst, name); }) == 0);
+      std::string body = ScrapeUntil(
+          kpathd, [&](const std::string& b) { return MkdirsOf(b, comm, "run-*.scope") >= kFirst; },
+          30s);
+      REQUIRE(MkdirsOf(body, comm, "run-*.scope") == kFirst);
+      REQUIRE(RunAs(comm, [&] { return ChurnNamed(slice.path(), kFirst, kMany, name); }) == 0);
+      // Drained when the rmdirs (the last events) are all counted, with their unit or without.
+      body = ScrapeUntil(
+          kpathd,
+          [&](const std::string& b) {
+            return Sum(Samples(b, "kpath_cgroup_rmdir_total"), {{"comm", comm}}) +
+                       MetricValue(b, "kpath_cgroup_churn_unlabelled_total").value_or(0) >=
+                   kFirst + kMany;
+          },
+          30s);
+      CHECK(Sum(Samples(body, "kpath_cgroup_mkdir_total"), {{"comm", comm}}) == kFirst + kMany);
+      CHECK(MkdirsOf(body, comm, "run-*.scope") == kFirst + kMany);
+      CHECK(MetricValue(body, "kpath_cgroup_churn_unlabelled_total") == 0);
+    }
   }
 }
 
@@ -354,18 +369,7 @@ TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts
       INFO(kpathd.Output());
       auto body = kpathd.Scrape();
       REQUIRE(body);
-      if (MetricValue(*body, "kpath_probe_attached",
-                      {{"probe", "cgroup_churn"}, {"mechanism", mechanism}}) != 1) {
-        // Every kernel with BTF has all three (the development one too): a skip only where the
-        // kernel matrix (KPATH_EXPECT_MECHANISMS) says this kernel lacks the mechanism, or for
-        // tp_btf without BTF.
-        REQUIRE((ExpectedMechanisms("cgroup_churn") ||
-                 (mechanism == "tp_btf" && !HostHasVmlinuxBtf())));
-        REQUIRE_FALSE(MustAttach("cgroup_churn", mechanism));
-        WARN("cgroup_churn " << mechanism << " not available on this kernel: "
-                             << NotAttachedReason(kpathd.Output(), "cgroup_churn"));
-        continue;
-      }
+      if (!MechanismAttached(kpathd, *body, mechanism)) continue;
       const std::string comm = "kpc-" + mechanism;
       constexpr int kRuns = 100;
       CHECK(RunAs(comm, [&] {
@@ -394,6 +398,44 @@ TEST_CASE("each cgroup churn mechanism this kernel has attaches alone and counts
       CHECK(MetricValue(deeper, "kpath_cgroup_rmdir_total",
                         {{"comm", comm}, {"unit", kDeepUnit}}) == kRuns);
       CHECK(MetricValue(deeper, "kpath_cgroup_churn_unlabelled_total") == 0);
+
+      // Transient names by shape, on every mechanism (tp_btf from the kernfs name, the others
+      // from the path's last component): under two parents whose names differ by a digit, so a
+      // shape that took the parent's digits for the name's would count one parent's under the
+      // other's. Once to learn the shapes, then again under them.
+      const std::array<std::string, 2> parents = {"kpath-app1.service", "kpath-app2.service"};
+      for (const std::string& parent : parents) {
+        REQUIRE(mkdir((slice.path() / parent).c_str(), 0755) == 0);
+      }
+      constexpr int kWorkers = 50;
+      auto worker = [](int i) { return "worker-" + std::to_string(i); };
+      for (int pass = 1; pass <= 2; ++pass) {
+        CHECK(RunAs(comm, [&] {
+                int f = 0;
+                for (const std::string& parent : parents) {
+                  f += ChurnNamed(slice.path() / parent, pass * kWorkers, kWorkers, worker);
+                }
+                f += ChurnNamed(slice.path(), pass * kWorkers, kWorkers,
+                                [](int i) { return "run-u" + std::to_string(i) + ".scope"; });
+                f += ChurnNamed(slice.path(), 0, 4, [](int i) {
+                  return "user@" + std::to_string(1000 + i % 2) + ".service";
+                });
+                return f;
+              }) == 0);
+        std::string shaped = ScrapeUntil(kpathd, [&](const std::string& b) {
+          return MetricValue(b, "kpath_cgroup_rmdir_total",
+                             {{"comm", comm}, {"unit", "user@1001.service"}})
+                     .value_or(0) >= 2 * pass;
+        });
+        for (const std::string& parent : parents) {
+          CHECK(MkdirsOf(shaped, comm, parent) == pass * kWorkers);
+        }
+        CHECK(MkdirsOf(shaped, comm, "run-*.scope") == pass * kWorkers);
+        CHECK(MkdirsOf(shaped, comm, "user@1000.service") == 2 * pass);
+        CHECK(MkdirsOf(shaped, comm, "user@1001.service") == 2 * pass);
+        CHECK(MetricValue(shaped, "kpath_cgroup_churn_unlabelled_total") == 0);
+      }
+      for (const std::string& parent : parents) rmdir((slice.path() / parent).c_str());
 
       // Cgroup v1 (issue 19 item 6): a unit start makes its cgroup in every hierarchy systemd
       // uses (name=systemd, pids, memory, ... and the unified one on a hybrid host). The same
