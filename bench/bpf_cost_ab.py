@@ -3,8 +3,10 @@
 of ablations of one build: parts of its programs cut out, to see where the nanoseconds go.
 
 Usage (root, from the repository root):
-    bench/bpf_cost_ab.py [--rounds 20] [--churn 2000] [--shape fixed] BUILD_DIR [BUILD_DIR ...]
+    bench/bpf_cost_ab.py [--rounds 20] [--churn 2000] [--shape fixed[,unique]] BUILD_DIR [...]
     bench/bpf_cost_ab.py [--rounds 10] --ablate return,count,track,count+track BUILD_DIR
+    bench/bpf_cost_ab.py --shape fixed,unique --ablate return,count,count+name,count+shape,\
+        count+shape+slot,count+slot BUILD_DIR        # the cgroup programs' floor, step by step
 
 Each BUILD_DIR holds daemon/kpathd and bench/kpath-bench-empty (a build tree, or a copy of those
 two files made before changing the BPF code). --ablate builds, beside the first BUILD_DIR, one
@@ -12,8 +14,12 @@ tree per variant (BUILD_DIR-ablate-<variant>, configured from this source tree w
 -DKPATH_BPF_ABLATION, built with ccache) and compares them with it. The parts
 (KPATH_ABLATE_* in probes/bpf/kpath_bpf.h): return (the program returns once it has read the
 event's arguments), count (no counting by key), track (percpu: no live-allocation table;
-cgroups: no path tail sent), and for the percpu allocation log's order stamp: order (none),
-clock (bpf_ktime_get_ns instead), jiffies (bpf_jiffies64 instead); join parts with "+". Every round runs bench/bpf_cost.py once per
+cgroups: no path tail sent); for the percpu allocation log's order stamp: order (none),
+clock (bpf_ktime_get_ns instead), jiffies (bpf_jiffies64 instead); and for the cgroup programs
+with count cut, what is kept of a unique name's path: name (the 64-byte name read), shape (read
+and its digit-masked hash), slot (one per-CPU array slot counted by the key, or by the shape's
+with shape); join parts with "+".
+Several shapes (--shape fixed,unique) run in the same bpf_cost.py runs. Every round runs bench/bpf_cost.py once per
 build, in turn, so that the host's load drifts over all builds alike; a single run varies by
 +-20 % and more on a shared VM, so compare the medians printed at the end (x the empty program
 of each run's own churn), never two single runs.
@@ -30,19 +36,27 @@ ROOT = os.path.dirname(HERE)
 HOOKS = ["percpu_alloc_percpu", "percpu_free_percpu", "cgroup_mkdir", "cgroup_rmdir"]
 # "<hook> kpathd <program> events ns/event empty-ns x-empty range" (bpf_cost.py's rows)
 ROW = re.compile(r"^(\S+)\s+kpathd \S+\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)", re.M)
-PARTS = {"return": 1, "count": 2, "track": 4, "order": 8, "clock": 16, "jiffies": 32}
+SHAPE = re.compile(r"^shape (\S+)$", re.M)
+PARTS = {"return": 1, "count": 2, "track": 4, "order": 8, "clock": 16, "jiffies": 32,
+         "name": 64, "shape": 128, "slot": 256}
 
 
 def one_run(build, churn, shape):
-    """{hook: (ns, empty ns, x empty)} from one bpf_cost.py run, or None if it printed no rows."""
+    """{(shape, hook): (ns, empty ns, x empty)} from one bpf_cost.py run, or None if it printed
+    no rows; the run's header line (CPU model, kernel) in rows["header"]."""
     out = subprocess.run([sys.executable, os.path.join(HERE, "bpf_cost.py"), "--build", build,
                           "--churn", str(churn), "--rounds", "1", "--shapes", shape,
                           "--no-bpftrace"], capture_output=True, text=True)
-    rows = {m[1]: (float(m[2]), float(m[3]), float(m[4])) for m in ROW.finditer(out.stdout)}
+    rows = {}
+    sections = SHAPE.split(out.stdout)  # text, shape, section, shape, section...
+    for name, section in zip(sections[1::2], sections[2::2]):
+        rows.update({(name, m[1]): (float(m[2]), float(m[3]), float(m[4]))
+                     for m in ROW.finditer(section)})
     if not rows:
         print(f"{build}: no rows (exit {out.returncode}): {out.stderr.strip()[-300:]}",
               file=sys.stderr)
         return None
+    rows["header"] = out.stdout.splitlines()[0]
     return rows
 
 
@@ -78,7 +92,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--churn", type=int, default=2000, help="cgroup create/remove pairs a run")
-    ap.add_argument("--shape", default="fixed", help="bpf_cost.py's churn shape (default fixed)")
+    ap.add_argument("--shape", default="fixed",
+                    help="bpf_cost.py's churn shapes, comma-separated (default fixed)")
     ap.add_argument("--ablate", default="",
                     help="comma-separated variants of the first build, parts joined by +")
     ap.add_argument("builds", nargs="+")
@@ -101,18 +116,22 @@ def main():
                 results[b].append(got)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     width = max(len(n) for n in names.values())
-    print(f"x the empty program (median, min-max over runs; empty ns median), shape {args.shape}, "
-          f"{args.churn} pairs a run")
-    print(f"{'build':{width}}  runs  " + "  ".join(f"{h:>24}" for h in HOOKS))
-    for b in builds:
-        runs = results[b]
-        cols = []
-        for hook in HOOKS:
-            ratios = [run[hook][2] for run in runs if hook in run]
-            empty = [run[hook][1] for run in runs if hook in run]
-            cols.append(f"{statistics.median(ratios):5.2f} ({min(ratios):.2f}-{max(ratios):.2f}) "
-                        f"{statistics.median(empty):3.0f}ns" if ratios else "-")
-        print(f"{names[b]:{width}}  {len(runs):4d}  " + "  ".join(f"{c:>24}" for c in cols))
+    header = next((run["header"] for b in builds for run in results[b]), "")
+    print(f"first run: {header}")
+    for shape in args.shape.split(","):
+        print(f"\nx the empty program (median, min-max over runs; empty ns median), shape {shape}, "
+              f"{args.churn} pairs a run")
+        print(f"{'build':{width}}  runs  " + "  ".join(f"{h:>24}" for h in HOOKS))
+        for b in builds:
+            runs = results[b]
+            cols = []
+            for hook in HOOKS:
+                got = [run[(shape, hook)] for run in runs if (shape, hook) in run]
+                ratios = [g[2] for g in got]
+                empty = [g[1] for g in got]
+                cols.append(f"{statistics.median(ratios):5.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+                            f" {statistics.median(empty):3.0f}ns" if ratios else "-")
+            print(f"{names[b]:{width}}  {len(runs):4d}  " + "  ".join(f"{c:>24}" for c in cols))
 
 
 if __name__ == "__main__":

@@ -231,6 +231,39 @@ static __always_inline bool shape_known(__u64 shape_key) {
   return known && *known == shape_key;
 }
 
+#if KPATH_ABLATION
+/* The cheapest exact count of one key (bench/bpf_cost_ab.py's "slot"): a per-CPU array. */
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, 1024);
+  __type(key, __u32);
+  __type(value, __u64);
+} ablation_slots SEC(".maps");
+#endif
+
+/* With counting cut (KPATH_ABLATE_COUNT), what is kept of the unique-name path, part by part:
+ * the name read, its shape hashed, one per-CPU slot counted by the key (no hash, no comm). */
+static __always_inline void count_ablated(struct cgroup_churn_scratch* s, __u64 key,
+                                          __u32 truncated, __u32 hierarchy, const char* kn,
+                                          __u64 parent_serial) {
+  if (KPATH_ABLATED(KEEP_SHAPE)) {
+    __u64 shape = kn ? name_shape_key(s, kn, parent_serial, hierarchy)
+                     : path_shape_key(s, truncated, hierarchy);
+    if (shape) key = shape;
+  } else if (KPATH_ABLATED(KEEP_NAME) && kn && kn_name_offset) {
+    const char* name = *(const char* const*)(kn + kn_name_offset);
+    if (bpf_probe_read_kernel(s->words, CGROUP_CHURN_TAIL_LEN / 2, name) == 0) key ^= s->words[0];
+  }
+#if KPATH_ABLATION
+  if (KPATH_ABLATED(KEEP_SLOT)) {
+    __u32 slot = (__u32)key & 1023;
+    __u64* n = bpf_map_lookup_elem(&ablation_slots, &slot);
+    if (n) *n += 1;
+  }
+#endif
+  kpath_ablation_sink(key);
+}
+
 static __always_inline void add_event(struct cgroup_churn_value* v, bool rmdir) {
   if (rmdir) {
     v->rmdirs += 1;
@@ -250,7 +283,7 @@ static __always_inline void count_cgroup_key(struct cgroup_churn_scratch* s, __u
                                              const char* path, __u32 truncated, __u32 hierarchy,
                                              bool rmdir, const char* kn, __u64 parent_serial) {
   if (KPATH_ABLATED(COUNT)) {
-    kpath_ablation_sink(path_key);
+    count_ablated(s, path_key, truncated, hierarchy, kn, parent_serial);
     return;
   }
   struct cgroup_churn_key key = {.path_key = path_key & ~CGROUP_CHURN_SHAPE_BIT};
