@@ -158,7 +158,12 @@ void IrqOffProbe::CountRegions(uint64_t events_lost) {
   constexpr size_t kDebugLogged = 20;  // per interval, so that a storm cannot flood the log
   for (size_t i = 0; i < regions.size(); ++i) {
     const IrqOffRegion& region = regions[i];
-    regions_.Add({region.comm, region.culprit}, std::span<const uint64_t>(&one, 1));
+    std::vector<std::string> labels{region.comm, region.culprit};
+    if (options_.pods) {  // the family's names (IrqOffProbe's constructor): its pod's three
+      labels.insert(labels.end(),
+                    {region.pod.namespace_name, region.pod.pod, region.pod.container});
+    }
+    regions_.Add(labels, std::span<const uint64_t>(&one, 1));
     if (i < kDebugLogged) spdlog::debug("irqoff: region {}", DescribeRegion(region));
   }
   // Regions whose event was lost are counted all the same, without labels.

@@ -22,7 +22,9 @@
 #include <thread>
 
 #include "irqoff_fixture.h"
+#include "support/fake_pod.h"
 #include "support/kpathd_process.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using namespace kpath::testing;
@@ -358,6 +360,72 @@ TEST_CASE("a real 30 ms IRQ-off region is counted once with its length, process 
     }
   }
   CHECK(status_named);
+}
+
+// Issue 21: the regions of a task in a Kubernetes pod carry its namespace, pod and container
+// (kubernetes.pod_labels, resolved from the task's cgroup at each drain). The test process moves
+// into a kubepods-style cgroup of the unified hierarchy while the fixture's thread holds IRQs
+// off, then back (before the pod's cgroups are removed, even when a check fails).
+TEST_CASE("a pod's task holding IRQs off is counted under its namespace, pod and container",
+          "[irqoff][pods]") {
+  REQUIRE(IsRoot());
+  std::unique_ptr<IrqOffFixture> fixture = FixtureOrSkip();
+  if (!fixture) return;
+  std::optional<std::string> unified = MountOf(/*v2=*/true);
+  REQUIRE(unified);
+  std::string home;  // this process's cgroup in the unified hierarchy
+  {
+    std::ifstream in("/proc/self/cgroup");
+    for (std::string line; std::getline(in, line);) {
+      if (line.starts_with("0::")) home = *unified + line.substr(3);
+    }
+  }
+  REQUIRE_FALSE(home.empty());
+  TempDir logs;
+  FakePod pod(*unified, "kpt-irqpod-" + std::to_string(getpid()) + ".slice",
+              /*systemd_driver=*/true, logs, "storage", "ceph-osd-0", "osd", 4);
+  KpathdProcess kpathd(
+      {.args = {"--log-level", "debug"},
+       .config_yaml = Config("kubernetes:\n  pod_labels: on\n  pod_logs: " + logs / "pods" +
+                             "\n  container_logs: " + logs / "containers" + "\n")});
+  REQUIRE(kpathd.WaitUntilServing());
+  INFO(kpathd.Output());
+  auto body = kpathd.Scrape();
+  REQUIRE(body);
+  REQUIRE(MetricValue(*body, "kpath_probe_attached", {{"probe", "irqoff"}}) == 1);
+
+  struct Placed {  // this process in `cgroup` until destroyed
+    std::string home;
+    bool Move(const std::string& cgroup) const {
+      return static_cast<bool>(std::ofstream(cgroup + "/cgroup.procs") << getpid() << std::flush);
+    }
+    ~Placed() { Move(home); }
+  } placed{home};
+  REQUIRE(placed.Move(pod.cgroup()));
+  constexpr int kRegions = 3;
+  std::vector<std::chrono::nanoseconds> held =
+      fixture->HoldIrqsOff(LastCpu(), 30ms, kRegions, 150ms, kFixtureThread);
+  REQUIRE(held.size() == kRegions);
+  // Counted once drained, while the thread's process is still in the pod (it resolves then).
+  const std::map<std::string, std::string> in_pod{{"comm", kFixtureThread},
+                                                  {"namespace", "storage"},
+                                                  {"pod", "ceph-osd-0"},
+                                                  {"container", "osd"}};
+  double counted = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 10s;
+       std::chrono::steady_clock::now() < deadline && counted < kRegions - 1;
+       std::this_thread::sleep_for(300ms)) {
+    if (auto b = kpathd.Scrape()) {
+      body = b;
+      counted = SumOf(*body, "kpath_irqoff_regions_total", in_pod);
+    }
+  }
+  INFO(*body);
+  // One region per hold (the software timer may miss one at its edge), every one of them under
+  // the pod: none of the fixture thread's regions without its labels.
+  CHECK(counted >= kRegions - 1);
+  CHECK(counted <= kRegions);
+  CHECK(SumOf(*body, "kpath_irqoff_regions_total", {{"comm", kFixtureThread}}) == counted);
 }
 
 // Seed 004's driver, for real: a kernel module holds its spinlock with IRQs off (spin_lock_irqsave
