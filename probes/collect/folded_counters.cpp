@@ -4,6 +4,10 @@
 #include <cassert>
 #include <utility>
 
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "spdlog/spdlog.h"
+
 namespace kpath {
 namespace {
 
@@ -48,6 +52,17 @@ size_t FoldedCounters::budget() const {
 }
 
 void FoldedCounters::Add(const std::vector<std::string>& values, std::span<const uint64_t> deltas) {
+  if (values.size() != labels_.size()) {
+    // A caller's bug (a value per label name): counted all the same, under "other", and said
+    // once, rather than a series whose labels do not match its family's.
+    if (!mismatch_logged_) {
+      spdlog::error("internal error: {} label values for the {} labels {}: counted as other",
+                    values.size(), labels_.size(), fmt::join(labels_, ","));
+      mismatch_logged_ = true;
+    }
+    AddOther(deltas);
+    return;
+  }
   std::vector<uint64_t>& p = pending_[values];
   p.resize(fields_, 0);
   for (size_t f = 0; f < fields_ && f < deltas.size(); ++f) p[f] += deltas[f];

@@ -71,6 +71,7 @@ class FoldedCounters {
   void Evict();
 
   std::vector<std::string> labels_;
+  bool mismatch_logged_ = false;  // Add() with a wrong number of values, said once
   std::vector<size_t> top_n_;
   size_t fields_;
   double decay_;

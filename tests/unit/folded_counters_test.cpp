@@ -244,3 +244,17 @@ TEST_CASE("a value back in the top-N starts a new series from its new increments
   CHECK(c.evicted().at({"other"})[0] == 50 + 1500);
   CHECK(Exact(c, 0) == 50 + 1500 + 20000);
 }
+
+TEST_CASE("values that do not match the label names are counted under other, not lost",
+          "[folded]") {
+  FoldedCounters c({"comm", "culprit", "pod"}, {5, 5, 5}, 1);
+  const uint64_t one = 1;
+  c.Add({"kworker", "fn"}, std::span<const uint64_t>(&one, 1));  // a value short
+  c.Add({"kworker", "fn", "", "extra"}, std::span<const uint64_t>(&one, 1));
+  c.Add({"kworker", "fn", "web-1"}, std::span<const uint64_t>(&one, 1));
+  c.EndInterval();
+  CHECK(Exact(c, 0) == 3);
+  CHECK(ValueOf(c, {"other", "other", "other"}) == 2);
+  CHECK(ValueOf(c, {"kworker", "fn", "web-1"}) == 1);
+  for (const auto& [key, values] : c.series()) CHECK(key.size() == 3);
+}
