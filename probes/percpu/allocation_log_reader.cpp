@@ -4,6 +4,8 @@
 #include <bpf/libbpf.h>
 #include <time.h>
 
+#include <algorithm>
+
 #include "probes/collect/bpf_maps.h"
 #include "probes/percpu/percpu.h"
 
@@ -44,13 +46,29 @@ AllocationLogReader::~AllocationLogReader() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::Duration AllocationLogNextRead(absl::Duration interval, absl::Duration waited,
+                                     double fullest) {
+  constexpr double kTarget = 0.25;  // how full a log should be when read
+  const absl::Duration fastest = std::min(absl::Milliseconds(2), interval);
+  if (!(fullest > 0) || waited <= absl::ZeroDuration()) return interval;
+  return std::clamp(waited * (kTarget / fullest), fastest, interval);
+}
+
 void AllocationLogReader::Start(absl::Duration interval) {
   thread_ = std::thread([this, interval] {
     std::unique_lock<std::mutex> stop_lock(stop_mu_);
-    while (!stop_cv_.wait_for(stop_lock, absl::ToChronoMilliseconds(interval),
-                              [this] { return stop_; })) {
-      std::lock_guard<std::mutex> lock(mu_);
-      DrainLocked();
+    absl::Duration wait = interval;
+    absl::Time last = absl::Now();
+    while (
+        !stop_cv_.wait_for(stop_lock, absl::ToChronoMicroseconds(wait), [this] { return stop_; })) {
+      double fullest = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        fullest = DrainLocked();
+      }
+      const absl::Time now = absl::Now();
+      wait = AllocationLogNextRead(interval, now - last, fullest);
+      last = now;
     }
   });
 }
@@ -85,7 +103,7 @@ void AllocationLogReader::ReadSpill(std::vector<AllocationLogRecord>& out) {
   }
 }
 
-void AllocationLogReader::DrainLocked() {
+double AllocationLogReader::DrainLocked() {
   timespec cpu_start{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_start);
   const auto* heads = static_cast<const percpu_log_cursor*>(heads_.data());
@@ -102,9 +120,11 @@ void AllocationLogReader::DrainLocked() {
   // Frees first, then allocations: every free read has its allocation read too (an allocation is
   // logged before its memory can be freed). Not the other way round: an allocation read may
   // follow a free not yet read, which the matcher's order stamps sort out.
+  uint64_t most = 0;  // records in the fullest log
   for (uint32_t cpu = 0; cpu < maps_.cpus; ++cpu) {
     uint64_t head = LoadAcquire(&heads[cpu].frees);
     uint64_t tail = tails[cpu].frees;
+    most = std::max(most, head - tail);
     for (uint64_t n = tail; n != head; ++n) {
       const percpu_log_free& r = frees[(uint64_t{cpu} << maps_.records_bits) | (n & mask)];
       records_.push_back({r.stamp, true, r.ptr, 0, 0});
@@ -114,6 +134,7 @@ void AllocationLogReader::DrainLocked() {
   // Spilled records: a spilled free may have been added while the map was read, after its
   // allocation's place in the map was passed: frees from the spill map wait for the next read.
   size_t before_spill = records_.size();
+  const uint64_t spilled_before = stats_.spilled;
   uint64_t spilled = 0;
   for (uint32_t cpu = 0; cpu < maps_.cpus; ++cpu) spilled += LoadAcquire(&heads[cpu].spilled);
   if (spilled != spilled_seen_) {  // else the map is empty: not walked (its buckets cost)
@@ -132,6 +153,7 @@ void AllocationLogReader::DrainLocked() {
   for (uint32_t cpu = 0; cpu < maps_.cpus; ++cpu) {
     uint64_t head = LoadAcquire(&heads[cpu].allocs);
     uint64_t tail = tails[cpu].allocs;
+    most = std::max(most, head - tail);
     for (uint64_t n = tail; n != head; ++n) {
       const percpu_log_alloc& r = allocs[(uint64_t{cpu} << maps_.records_bits) | (n & mask)];
       records_.push_back({r.stamp_bytes >> 32, false, r.ptr, r.caller, r.stamp_bytes & 0xffffffff});
@@ -150,6 +172,8 @@ void AllocationLogReader::DrainLocked() {
   timespec cpu_end{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_end);
   stats_.busy += absl::DurationFromTimespec(cpu_end) - absl::DurationFromTimespec(cpu_start);
+  // A log that spilled was full: as full as can be.
+  return stats_.spilled > spilled_before ? 1.0 : static_cast<double>(most) / size;
 }
 
 }  // namespace kpath

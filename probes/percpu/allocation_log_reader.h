@@ -32,6 +32,14 @@ constexpr uint32_t AllocationLogBits(uint32_t cpus, uint32_t wanted_bits) {
   return bits;
 }
 
+// When the reader reads next, after a read `waited` after the one before found the fullest log
+// `fullest` full (0..1, over both logs of every CPU): `interval`, or sooner so that a log is
+// about a quarter full when read (a fast churn fills a 4096-record log in tens of milliseconds,
+// and what a full log writes goes through the spill map, several times the cost of a record),
+// but not sooner than every 2 ms.
+absl::Duration AllocationLogNextRead(absl::Duration interval, absl::Duration waited,
+                                     double fullest);
+
 struct AllocationLogMaps {
   bpf_map* allocs;
   bpf_map* frees;
@@ -70,7 +78,8 @@ class AllocationLogReader {
  private:
   AllocationLogReader(const AllocationLogMaps& maps, size_t max_live)
       : maps_(maps), matcher_(max_live) {}
-  void DrainLocked();
+  // Returns how full the fullest log was (0..1) before this read.
+  double DrainLocked();
   void ReadSpill(std::vector<AllocationLogRecord>& out);  // and empties the spill map
 
   AllocationLogMaps maps_;

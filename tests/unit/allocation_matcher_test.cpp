@@ -92,3 +92,21 @@ TEST_CASE("the allocation logs stay within their memory budget on many CPUs", "[
     CHECK((bits == 6 || (uint64_t{cpus} << bits) <= kpath::kAllocationLogBudget));
   }
 }
+
+TEST_CASE("the log reader reads sooner when a log fills fast, never faster than every 2 ms",
+          "[percpu][log]") {
+  using kpath::AllocationLogNextRead;
+  const absl::Duration every = absl::Milliseconds(50);
+  // Quiet: a log a tenth full, or empty, waits the whole interval.
+  CHECK(AllocationLogNextRead(every, every, 0.1) == every);
+  CHECK(AllocationLogNextRead(every, every, 0) == every);
+  // Half full after 50 ms: read again in 25 ms, when it is a quarter full at that rate.
+  CHECK(AllocationLogNextRead(every, every, 0.5) == absl::Milliseconds(25));
+  // At that rate, a quarter full after 25 ms: stays at 25 ms.
+  CHECK(AllocationLogNextRead(every, absl::Milliseconds(25), 0.25) == absl::Milliseconds(25));
+  // Full (or spilled) after 50 ms: 12.5 ms; the fastest is 2 ms.
+  CHECK(AllocationLogNextRead(every, every, 1.0) == absl::Microseconds(12500));
+  CHECK(AllocationLogNextRead(every, absl::Milliseconds(3), 1.0) == absl::Milliseconds(2));
+  // The churn stopped: back to the interval.
+  CHECK(AllocationLogNextRead(every, absl::Milliseconds(2), 0.001) == every);
+}
