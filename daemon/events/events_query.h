@@ -22,9 +22,9 @@ struct EventsQuery {
   // since=: a sequence number (events after it), or a time (events at or after it).
   std::optional<uint64_t> after_seq;
   std::optional<absl::Time> since_time;
-  std::optional<std::string> kind;  // kind=: only this kind
-  size_t limit = 1000;              // limit=: 1 to 10000 events per reply
-  bool lines = false;               // format=lines: the header, then one event a line
+  std::optional<std::string> kind;          // kind=: only this kind
+  size_t limit = 1000;                      // limit=: 1 to 10000 events per reply
+  bool lines = false;                       // format=lines: the header, then one event a line
   size_t max_bytes = kMaxEventsReplyBytes;  // not a parameter: the server's cap
 };
 

@@ -253,9 +253,9 @@ static __always_inline bool kpath_current_is_self(__s32 self_tgid, __u64 pidns_d
 #define KPATH_ABLATE_CLOCK 16
 #define KPATH_ABLATE_JIFFIES 32
 /* cgroups, with COUNT cut: parts of the unique-name path kept, to find its floor */
-#define KPATH_ABLATE_KEEP_NAME 64  /* the cgroup's name read (64 bytes) */
+#define KPATH_ABLATE_KEEP_NAME 64   /* the cgroup's name read (64 bytes) */
 #define KPATH_ABLATE_KEEP_SHAPE 128 /* the name read and its shape hashed */
-#define KPATH_ABLATE_KEEP_SLOT 256 /* one per-CPU array slot counted by the key (or the shape's) */
+#define KPATH_ABLATE_KEEP_SLOT 256  /* one per-CPU array slot counted by the key or shape */
 #define KPATH_ABLATED(part) ((KPATH_ABLATION & KPATH_ABLATE_##part) != 0)
 /* Keeps `value` computed in an ablated program (a store the compiler cannot drop). */
 static __always_inline void kpath_ablation_sink(__u64 value) {

@@ -134,8 +134,8 @@ class CgroupChurnProbe final : public BpfProbe {
     std::string unit;
     std::optional<KubepodsCgroup> cgroup;  // with pod labels: the pod the path names
     PodLabels pod;                         // and its names
-    uint32_t hierarchy = 0;  // cgroup_churn_path.hierarchy
-    bool canary = false;     // kpathd's own scratch cgroup (SelfTest)
+    uint32_t hierarchy = 0;                // cgroup_churn_path.hierarchy
+    bool canary = false;                   // kpathd's own scratch cgroup (SelfTest)
   };
   // The series labels of a key's counts: comm, unit and, with pods, namespace, pod, container.
   std::vector<std::string> SeriesLabels(const cgroup_churn_key& key, const PathInfo* info) const;

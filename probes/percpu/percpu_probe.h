@@ -97,11 +97,11 @@ class PercpuAllocProbe final : public BpfProbe {
   OwnedSkeleton<percpu_bpf> skel_{nullptr, nullptr};
   bool tracks_frees_ = false;
   LiveAllocTracking tracking_ = LiveAllocTracking::kNone;
-  MappedArray live_callers_;  // the live_callers map (kTable)
+  MappedArray live_callers_;                  // the live_callers map (kTable)
   std::unique_ptr<AllocationLogReader> log_;  // kLog
   uint64_t log_untracked_frees_ = 0;          // kLog: from the matcher
   uint64_t log_not_tracked_ = 0;
-  uint32_t live_epoch_ = 0;   // intervals so far, the table's clock (kTable)
+  uint32_t live_epoch_ = 0;  // intervals so far, the table's clock (kTable)
   std::optional<KeyedCounterMaps> alloc_maps_;
   std::optional<KeyedCounterMaps> balance_maps_;
 
