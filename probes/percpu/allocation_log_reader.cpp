@@ -121,16 +121,22 @@ double AllocationLogReader::DrainLocked() {
   // logged before its memory can be freed). Not the other way round: an allocation read may
   // follow a free not yet read, which the matcher's order stamps sort out.
   uint64_t most = 0;  // records in the fullest log
-  for (uint32_t cpu = 0; cpu < maps_.cpus; ++cpu) {
-    uint64_t head = LoadAcquire(&heads[cpu].frees);
-    uint64_t tail = tails[cpu].frees;
-    most = std::max(most, head - tail);
-    for (uint64_t n = tail; n != head; ++n) {
-      const percpu_log_free& r = frees[(uint64_t{cpu} << maps_.records_bits) | (n & mask)];
-      records_.push_back({r.stamp, true, r.ptr, 0, 0});
+  // Every CPU's records of one log (`count`: its member of percpu_log_cursor) from the tail to
+  // the head, then the tail moved up to the head.
+  auto read_log = [&](decltype(&percpu_log_cursor::frees) count, auto&& record) {
+    for (uint32_t cpu = 0; cpu < maps_.cpus; ++cpu) {
+      const uint64_t head = LoadAcquire(&(heads[cpu].*count));
+      const uint64_t tail = tails[cpu].*count;
+      most = std::max(most, head - tail);
+      for (uint64_t n = tail; n != head; ++n) {
+        records_.push_back(record((uint64_t{cpu} << maps_.records_bits) | (n & mask)));
+      }
+      __atomic_store_n(&(tails[cpu].*count), head, __ATOMIC_RELEASE);
     }
-    __atomic_store_n(&tails[cpu].frees, head, __ATOMIC_RELEASE);
-  }
+  };
+  read_log(&percpu_log_cursor::frees, [&](uint64_t i) {
+    return AllocationLogRecord{frees[i].stamp, true, frees[i].ptr, 0, 0};
+  });
   // Spilled records: a spilled free may have been added while the map was read, after its
   // allocation's place in the map was passed: frees from the spill map wait for the next read.
   size_t before_spill = records_.size();
@@ -150,16 +156,11 @@ double AllocationLogReader::DrainLocked() {
       ++i;
     }
   }
-  for (uint32_t cpu = 0; cpu < maps_.cpus; ++cpu) {
-    uint64_t head = LoadAcquire(&heads[cpu].allocs);
-    uint64_t tail = tails[cpu].allocs;
-    most = std::max(most, head - tail);
-    for (uint64_t n = tail; n != head; ++n) {
-      const percpu_log_alloc& r = allocs[(uint64_t{cpu} << maps_.records_bits) | (n & mask)];
-      records_.push_back({r.stamp_bytes >> 32, false, r.ptr, r.caller, r.stamp_bytes & 0xffffffff});
-    }
-    __atomic_store_n(&tails[cpu].allocs, head, __ATOMIC_RELEASE);
-  }
+  read_log(&percpu_log_cursor::allocs, [&](uint64_t i) {
+    const percpu_log_alloc& r = allocs[i];
+    return AllocationLogRecord{r.stamp_bytes >> 32, false, r.ptr, r.caller,
+                               r.stamp_bytes & 0xffffffff};
+  });
   // Allocations carry their stamp mod 2^32: the full one is the latest with those low bits at or
   // below the stamp now (read after the records: no allocation read has a later one).
   const uint64_t now = LoadAcquire(static_cast<const uint64_t*>(order_.data()));
