@@ -56,10 +56,7 @@ void AppendNonZero(const std::map<std::vector<std::string>, std::vector<uint64_t
   family.AppendTo(out);
 }
 
-std::vector<std::string> LabelNames(bool pods) {
-  if (pods) return {"comm", "unit", "namespace", "pod", "container"};
-  return {"comm", "unit"};
-}
+std::vector<std::string> LabelNames(bool pods) { return WithPodLabelNames({"comm", "unit"}, pods); }
 
 }  // namespace
 
@@ -134,10 +131,8 @@ void CgroupChurnProbe::SetLabelLimits(const LabelLimits& limits) {
 }
 
 std::vector<size_t> CgroupChurnProbe::TopN(const LabelLimits& limits) const {
-  std::vector<size_t> top{static_cast<size_t>(limits.comm), static_cast<size_t>(limits.unit)};
-  // A pod's namespace and containers: within the pods' budget (each label is folded alone).
-  if (options_.pods) top.insert(top.end(), 3, static_cast<size_t>(std::max(limits.pod, 1)));
-  return top;
+  return WithPodLabelTopN({static_cast<size_t>(limits.comm), static_cast<size_t>(limits.unit)},
+                          limits.pod, options_.pods != nullptr);
 }
 
 std::vector<std::string> CgroupChurnProbe::SeriesLabels(const cgroup_churn_key& key,
@@ -147,7 +142,7 @@ std::vector<std::string> CgroupChurnProbe::SeriesLabels(const cgroup_churn_key& 
   if (!options_.pods) return labels;
   const PodLabels none;
   const PodLabels& pod = info ? info->pod : none;
-  labels.insert(labels.end(), {pod.namespace_name, pod.pod, pod.container});
+  AppendPodLabels(labels, pod);
   return labels;
 }
 

@@ -332,24 +332,33 @@ uint32_t PodOwnerLabels::OwnerKind() const {
   return pods_->key() == PodKey::kCgroupId ? KPATH_OWNER_CGROUP_ID : KPATH_OWNER_TGID;
 }
 
-std::vector<std::string> PodOwnerLabels::Names(std::vector<std::string> names) const {
-  if (pods_) names.insert(names.end(), {"namespace", "pod", "container"});
+std::vector<std::string> WithPodLabelNames(std::vector<std::string> names, bool pods) {
+  if (pods) names.insert(names.end(), {"namespace", "pod", "container"});
   return names;
 }
 
-std::vector<size_t> PodOwnerLabels::TopN(std::vector<size_t> top, int pod_limit) const {
-  // A pod's namespace and containers: within the pods' budget (each label is folded alone).
-  if (pods_) top.insert(top.end(), kLabels, static_cast<size_t>(std::max(pod_limit, 1)));
+std::vector<size_t> WithPodLabelTopN(std::vector<size_t> top, int pod_limit, bool pods) {
+  if (pods) top.insert(top.end(), 3, static_cast<size_t>(std::max(pod_limit, 1)));
   return top;
+}
+
+void AppendPodLabels(std::vector<std::string>& labels, const PodLabels& pod) {
+  labels.insert(labels.end(), {pod.namespace_name, pod.pod, pod.container});
+}
+
+std::vector<std::string> PodOwnerLabels::Names(std::vector<std::string> names) const {
+  return WithPodLabelNames(std::move(names), on());
+}
+
+std::vector<size_t> PodOwnerLabels::TopN(std::vector<size_t> top, int pod_limit) const {
+  return WithPodLabelTopN(std::move(top), pod_limit, on());
 }
 
 void PodOwnerLabels::Append(std::vector<std::string>& labels, uint64_t owner) {
   if (!pods_) return;
   auto [it, fresh] = owners_.try_emplace(owner);
   if (fresh && owner != 0) it->second = pods_->Resolve(owner);
-  labels.push_back(it->second.namespace_name);
-  labels.push_back(it->second.pod);
-  labels.push_back(it->second.container);
+  AppendPodLabels(labels, it->second);
 }
 
 PodLabels PodAttribution::Resolve(uint64_t owner) {

@@ -149,13 +149,18 @@ class PodAttribution {
   std::optional<std::chrono::steady_clock::time_point> last_cgroup_read_;
 };
 
+// The pod labels of a folded family (namespace, pod, container, in that order, after the
+// family's own): its label names, its top-N and a series' values, when `pods` (labels on).
+std::vector<std::string> WithPodLabelNames(std::vector<std::string> names, bool pods);
+// `pod_limit` (labels.pod, at least 1) for each of the three: each label is folded alone.
+std::vector<size_t> WithPodLabelTopN(std::vector<size_t> top, int pod_limit, bool pods);
+void AppendPodLabels(std::vector<std::string>& labels, const PodLabels& pod);
+
 // The pod labels of a probe's series whose BPF keys carry an owner (kpath_owner.h): what the
 // probe's BPF object is told to key by, the label names, and each interval's owners resolved
 // once. Without an attribution (pods not labelled) it adds nothing and keys carry owner 0.
 class PodOwnerLabels {
  public:
-  static constexpr size_t kLabels = 3;  // namespace, pod, container
-
   explicit PodOwnerLabels(std::shared_ptr<PodAttribution> pods) : pods_(std::move(pods)) {}
   bool on() const { return pods_ != nullptr; }
   // enum kpath_owner_kind, for the object's owner tunable.

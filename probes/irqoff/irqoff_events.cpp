@@ -159,10 +159,7 @@ void IrqOffProbe::CountRegions(uint64_t events_lost) {
   for (size_t i = 0; i < regions.size(); ++i) {
     const IrqOffRegion& region = regions[i];
     std::vector<std::string> labels{region.comm, region.culprit};
-    if (options_.pods) {  // the family's names (IrqOffProbe's constructor): its pod's three
-      labels.insert(labels.end(),
-                    {region.pod.namespace_name, region.pod.pod, region.pod.container});
-    }
+    if (options_.pods) AppendPodLabels(labels, region.pod);  // as WithPodLabelNames named them
     regions_.Add(labels, std::span<const uint64_t>(&one, 1));
     if (i < kDebugLogged) spdlog::debug("irqoff: region {}", DescribeRegion(region));
   }

@@ -55,9 +55,7 @@ IrqOffProbe::IrqOffProbe(KernelFeatures& kernel, HostPaths paths, std::vector<Me
       paths_(std::move(paths)),
       options_(options),
       hypervisor_(DetectHypervisor(paths_)),
-      regions_(options.pods
-                   ? std::vector<std::string>{"comm", "culprit", "namespace", "pod", "container"}
-                   : std::vector<std::string>{"comm", "culprit"},
+      regions_(WithPodLabelNames({"comm", "culprit"}, options.pods != nullptr),
                TopN(options.labels), 1),
       longest_(options.detector.max_window) {}
 
@@ -431,10 +429,9 @@ void IrqOffProbe::SetLabelLimits(const LabelLimits& labels) {
 }
 
 std::vector<size_t> IrqOffProbe::TopN(const LabelLimits& labels) const {
-  std::vector<size_t> top{static_cast<size_t>(labels.comm), static_cast<size_t>(labels.caller)};
   // The pod of the task that held IRQs off: its namespace and container within the pods' budget.
-  if (options_.pods) top.insert(top.end(), 3, static_cast<size_t>(std::max(labels.pod, 1)));
-  return top;
+  return WithPodLabelTopN({static_cast<size_t>(labels.comm), static_cast<size_t>(labels.caller)},
+                          labels.pod, options_.pods != nullptr);
 }
 
 absl::Status IrqOffProbe::ReadIntervalMax(double& seconds) {
