@@ -47,6 +47,7 @@
 #                           booted once more if at least half of this is left.
 #   KPATH_SEED000_POSSIBLE_CPUS  the guest's possible CPUs (default 40, seed 000's host; 2 vCPUs
 #                           run whatever the number)
+#   KPATH_QEMU_TCG_THREAD   single (default) or multi: TCG's threading (multi risks the Known hang)
 #   KPATH_SEED000_KEEP      a directory to copy the console, journal and server logs to
 #   KPATH_QEMU_CACHE        kernel packages (default /var/cache/kpathd-qemu)
 #   KPATH_SYSTEMD_CACHE     the rootfs (default /var/cache/kpathd-systemd)
@@ -98,6 +99,12 @@ cache=${KPATH_QEMU_CACHE:-/var/cache/kpathd-qemu}
 mkdir -p "$cache/debs" "$cache/kernels"
 work=$(mktemp -d /tmp/kpath-seed000.XXXXXX)
 prom_pid="" am_pid="" console="$work/console.log"
+# Single-threaded TCG (lib.sh's qemu_tcg_thread), as every x86 guest of tests/qemu/run.sh: multi-
+# threaded, this guest hung in CI on 2026-12-03 (stop 32) in docs/testing.md's Known hang, vCPU 1
+# at bpf_trace_run4+0x42 (the bpf_stats_enabled_key site kpathd's sampled BPF statistics flip
+# every refresh) with interrupts off, vCPU 0 with interrupts off in
+# native_queued_spin_lock_slowpath+0x30 waiting for the lock vCPU 1 held.
+qemu_tcg_thread=${KPATH_QEMU_TCG_THREAD:-single}
 # shellcheck source=tests/qemu/lib.sh
 source "$repo/tests/qemu/lib.sh"
 stop_servers() {
@@ -353,7 +360,7 @@ attempt() {
     "console=ttyS0 loglevel=4 panic=-1 mitigations=off nokaslr rw systemd.unified_cgroup_hierarchy=1" \
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$kpathd_port-:9477,hostfwd=tcp:127.0.0.1:$control_port-:9478" \
     -device virtio-net-pci,netdev=n0
-  log "booting $kver under TCG (2 vCPUs, $possible_cpus possible), the rootfs copy took ${t_copy} s"
+  log "booting $kver under $qemu_tcg_thread-threaded TCG (2 vCPUs, $possible_cpus possible), the rootfs copy took ${t_copy} s"
 
   # Up when systemd has kpathd.service active (READY=1: probes attached, first collection
   # published) and /metrics answers; stuck when the console has said nothing new for 60 s before
