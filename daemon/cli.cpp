@@ -15,6 +15,8 @@ std::string UsageText() {
   kpathd --check-config FILE
   kpathd --config FILE --reload PID [--timeout 30s]
   kpathd diagnose [--duration 30s] [--json] [--config FILE] [--log-level LEVEL]
+                  [--url URL] [--ca-file FILE | --insecure] [--cert FILE --key FILE]
+                  [--user USER:PASSWORD | --netrc-file FILE]
   kpathd events [--url URL] [--since SINCE] [--kind KIND] [--follow] [--json] [--config FILE]
                 [--ca-file FILE | --insecure] [--cert FILE --key FILE]
                 [--user USER:PASSWORD | --netrc-file FILE]
@@ -42,8 +44,11 @@ Options:
                        did not answer in time. The unit's ExecReload= (systemctl reload kpathd).
   diagnose             attach every probe, watch for --duration (default 30s; 1s to 1h), then
                        print what was found, pathology by pathology, with the evidence and the
-                       fix (--json: the same as JSON). Exit 0: nothing found, 1: something
-                       found, 2: error.
+                       fix (--json: the same as JSON). The IRQ-off regions of the last hour
+                       and the hook events come from the running kpathd's /events, reached
+                       as `kpathd events` reaches it (the same --url, --ca-file, --insecure,
+                       --cert/--key, --user and --netrc-file); without one, from the watch.
+                       Exit 0: nothing found, 1: something found, 2: error.
   events               print the events of a running kpathd (IRQ-off regions, foreign hooks
                        appearing and leaving, madvise storms, cgroup churn bursts;
                        docs/events.md), oldest first, from its /events:
@@ -80,6 +85,9 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
     first = 2;
   }
   const bool events = o.mode == CliOptions::Mode::kEvents;
+  // The options of a client of a running kpathd's /events: `kpathd events`, and `kpathd diagnose`
+  // for that kpathd's IRQ-off regions and hook events (daemon/events/events_client.h).
+  const bool client = events || o.mode == CliOptions::Mode::kDiagnose;
   bool timeout_given = false;
   for (size_t i = first; i < args.size(); ++i) {
     std::string_view arg = args[i];
@@ -154,23 +162,23 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
       o.events_json = true;
     } else if (name == "--follow" && events && !inline_value) {
       o.events_follow = true;
-    } else if (name == "--url" && events) {
+    } else if (name == "--url" && client) {
       s = take(o.events_url);
     } else if (name == "--since" && events) {
       s = take(o.events_since);
     } else if (name == "--kind" && events) {
       s = take(o.events_kind);
-    } else if (name == "--ca-file" && events) {
+    } else if (name == "--ca-file" && client) {
       s = take(o.events_ca_file);
-    } else if (name == "--cert" && events) {
+    } else if (name == "--cert" && client) {
       s = take(o.events_cert);
-    } else if (name == "--key" && events) {
+    } else if (name == "--key" && client) {
       s = take(o.events_key);
-    } else if ((name == "--insecure" || name == "-k") && events && !inline_value) {
+    } else if ((name == "--insecure" || name == "-k") && client && !inline_value) {
       o.events_insecure = true;
-    } else if (name == "--user" && events) {
+    } else if (name == "--user" && client) {
       s = take(o.events_user);
-    } else if (name == "--netrc-file" && events) {
+    } else if (name == "--netrc-file" && client) {
       s = take(o.events_netrc_file);
     } else if (name == "--version" && !inline_value) {
       o.mode = CliOptions::Mode::kVersion;
@@ -184,11 +192,11 @@ absl::StatusOr<CliOptions> ParseCommandLine(const std::vector<std::string>& args
   if (o.mode == CliOptions::Mode::kReload && !o.config_path) {
     return absl::InvalidArgumentError("--reload needs --config FILE: the file to reload");
   }
-  if (events && o.events_cert.has_value() != o.events_key.has_value()) {
+  if (client && o.events_cert.has_value() != o.events_key.has_value()) {
     return absl::InvalidArgumentError(
         "--cert and --key go together (a client certificate and its key)");
   }
-  if (events && o.events_insecure && o.events_ca_file) {
+  if (client && o.events_insecure && o.events_ca_file) {
     return absl::InvalidArgumentError("--insecure and --ca-file: pick one");
   }
   if (timeout_given && o.mode != CliOptions::Mode::kReload) {

@@ -27,7 +27,8 @@ struct CliOptions {
   bool events_follow = false;
   bool events_json = false;
   // https: --ca-file (trust), --insecure (no verification), --cert/--key (a client certificate
-  // for a server that asks); basic auth: --user USER:PASSWORD or --netrc-file FILE.
+  // for a server that asks); basic auth: --user USER:PASSWORD or --netrc-file FILE. Also taken by
+  // `kpathd diagnose`, which reads the running kpathd's events the same way.
   std::optional<std::string> events_ca_file;
   std::optional<std::string> events_cert;
   std::optional<std::string> events_key;

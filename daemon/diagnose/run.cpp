@@ -11,7 +11,6 @@
 #include "daemon/collector_set.h"
 #include "daemon/daemon.h"
 #include "daemon/diagnose/rule.h"
-#include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/event_json.h"
 #include "daemon/events/event_log.h"
 #include "daemon/events/events_client.h"
@@ -51,14 +50,12 @@ absl::StatusOr<std::vector<std::string>> DaemonEvents(const EventsUrl& url, cons
 }
 
 // Events for the report: the running kpathd's IRQ-off regions of the last hour and every hook
-// event it kept (since it started, at boot for the service), or, when no kpathd answers on the
-// configured address, those of the watch.
-void TakeEvents(const Config& config, const EventRing& watched, Observation& o) {
-  // The kpathd that the configuration describes, over TLS when its web configuration has it (as
-  // `kpathd events` finds it without --url).
-  absl::StatusOr<DaemonEndpoint> endpoint = DaemonEndpointFor(config.listen_address, config.web);
+// event it kept (since it started, at boot for the service), or, when it cannot be read (none
+// answers where the configuration or --url says, or it refuses), those of the watch and why.
+void TakeEvents(const absl::StatusOr<EventsTarget>& target, const EventRing& watched,
+                Observation& o) {
   std::vector<std::string> lines;
-  absl::Status status = endpoint.status();
+  absl::Status status = target.status();
   const std::pair<std::string_view, std::string_view> queries[] = {
       {event_kind::kIrqOffRegion, "1h"},
       {event_kind::kHookAppeared, ""},
@@ -66,7 +63,7 @@ void TakeEvents(const Config& config, const EventRing& watched, Observation& o) 
   for (const auto& [kind, since] : queries) {
     if (!status.ok()) break;
     absl::StatusOr<std::vector<std::string>> got =
-        DaemonEvents(endpoint->url, endpoint->tls, kind, since);
+        DaemonEvents(target->url, target->tls, kind, since);
     if (!got.ok()) {
       status = got.status();
       break;
@@ -78,15 +75,26 @@ void TakeEvents(const Config& config, const EventRing& watched, Observation& o) 
     o.events_source = fmt::format(
         "the running kpathd's events ({}://{}:{}/events; IRQ-off regions of the "
         "last hour)",
-        endpoint->url.tls ? "https" : "http", endpoint->url.host, endpoint->url.port);
+        target->url.tls ? "https" : "http", target->url.host, target->url.port);
     return;
   }
-  spdlog::info("diagnose: no events from a running kpathd ({}); reporting the watch's",
-               std::string(status.message()));
+  const std::string why = target.ok() ? target->Explain(status) : std::string(status.message());
+  if (NothingListening(status)) {
+    // A host without the service: the watch's own events are all there is.
+    spdlog::info("diagnose: no events from a running kpathd ({}); reporting the watch's", why);
+    o.events_source = "this watch (no kpathd answered at the configured listen_address)";
+  } else {
+    // A kpathd that refused: its history (the last hour's regions, hooks seen since boot) is
+    // missing from the report, and the person running it should know why.
+    spdlog::warn(
+        "diagnose: the running kpathd's events could not be read ({}); reporting the "
+        "watch's",
+        why);
+    o.events_source = fmt::format("this watch (the running kpathd's could not be read: {})", why);
+  }
   for (const auto& event : watched.After(0, watched.size()).events) {
     o.events.push_back(EventJson(*event));
   }
-  o.events_source = "this watch (no kpathd answered at the configured listen_address)";
 }
 
 }  // namespace
@@ -98,6 +106,18 @@ int RunDiagnose(const CliOptions& cli, Config config) {
     std::fprintf(stderr,
                  "kpathd diagnose: not running as root: BPF probes will not attach and most "
                  "pathologies cannot be checked.\n");
+  }
+  // A kpathd that closes a TLS connection (a client certificate refused) must be a reason in the
+  // report, not a SIGPIPE: OpenSSL writes with write(2), not send(MSG_NOSIGNAL).
+  signal(SIGPIPE, SIG_IGN);
+  // Where the running kpathd's events come from, checked before the watch: a mistyped --user or
+  // --url is an error now, not a report without them 30 s later.
+  const absl::StatusOr<EventsTarget> target = ResolveEventsTarget(cli, config);
+  const bool client_options = cli.events_url || cli.events_ca_file || cli.events_insecure ||
+                              cli.events_cert || cli.events_user || cli.events_netrc_file;
+  if (!target.ok() && client_options) {
+    std::fprintf(stderr, "kpathd diagnose: %s\n", std::string(target.status().message()).c_str());
+    return 2;
   }
   using Clock = std::chrono::steady_clock;
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -166,7 +186,7 @@ int RunDiagnose(const CliOptions& cli, Config config) {
   o.elapsed_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   collectors->StopAll();
   collectors.reset();
-  TakeEvents(config, events.ring(), o);
+  TakeEvents(target, events.ring(), o);
 
   Diagnosis d = Diagnose(o);
   d.kernel_release = BuildInfo::Current().kernel_release;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/event_json.h"
@@ -27,6 +28,14 @@
 #include "fmt/format.h"
 
 namespace kpath {
+
+namespace {
+constexpr char kCannotConnect[] = "cannot connect to";
+}  // namespace
+
+bool NothingListening(const absl::Status& status) {
+  return absl::IsUnavailable(status) && absl::StartsWith(status.message(), kCannotConnect);
+}
 namespace {
 
 int PortOf(const std::string& listen_address, int fallback) {
@@ -280,8 +289,8 @@ absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
   }
   freeaddrinfo(res);
   if (fd < 0) {
-    return absl::UnavailableError(fmt::format("cannot connect to {}: {} (is kpathd running there?)",
-                                              where, std::strerror(error)));
+    return absl::UnavailableError(fmt::format("{} {}: {} (is kpathd running there?)",
+                                              kCannotConnect, where, std::strerror(error)));
   }
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
@@ -380,6 +389,69 @@ absl::StatusOr<std::string> ReadEvents(const EventsUrl& url, const EventsTls& tl
   return next;
 }
 
+std::string EventsTarget::Explain(const absl::Status& error) const {
+  std::string message(error.message());
+  if (message.starts_with("HTTP 401") && url.authorization.empty()) message += auth_hint;
+  return message;
+}
+
+absl::StatusOr<EventsTarget> ResolveEventsTarget(const CliOptions& cli, const Config& config) {
+  auto refuse = [](std::string message) { return absl::InvalidArgumentError(std::move(message)); };
+  EventsTarget t;
+  if (cli.events_url) {
+    absl::StatusOr<EventsUrl> parsed = ParseEventsUrl(*cli.events_url);
+    if (!parsed.ok()) return parsed.status();
+    t.url = *parsed;
+  } else {
+    absl::StatusOr<DaemonEndpoint> endpoint = DaemonEndpointFor(config.listen_address, config.web);
+    if (!endpoint.ok()) {
+      return refuse(fmt::format("{} (or --url URL)", std::string(endpoint.status().message())));
+    }
+    if (endpoint->client_cert_required && !cli.events_cert) {
+      return refuse(fmt::format("{} asks for a client certificate: --cert FILE --key FILE",
+                                endpoint->web_config_file));
+    }
+    t.url = endpoint->url;
+    t.tls = endpoint->tls;
+    if (endpoint->basic_auth) {
+      t.auth_hint =
+          fmt::format(" ({} asks for basic auth: --user USER:PASSWORD or --netrc-file FILE)",
+                      endpoint->web_config_file);
+    }
+  }
+  if (cli.events_ca_file) {
+    t.tls = EventsTls();  // not kpathd's own certificate, pinned: the CAs given
+    t.tls.ca_file = *cli.events_ca_file;
+  }
+  t.tls.insecure = cli.events_insecure;
+  t.tls.cert_file = cli.events_cert.value_or("");
+  t.tls.key_file = cli.events_key.value_or("");
+  if (!t.url.tls && (cli.events_ca_file || cli.events_insecure || cli.events_cert)) {
+    return refuse("--ca-file, --insecure, --cert and --key go with an https:// --url");
+  }
+  if (cli.events_user) {
+    if (cli.events_user->find(':') == std::string::npos) {
+      return refuse("--user USER:PASSWORD (the password after a colon)");
+    }
+    t.url.authorization = "Basic " + absl::Base64Escape(*cli.events_user);
+  } else if (cli.events_netrc_file && t.url.authorization.empty()) {
+    std::ifstream in(*cli.events_netrc_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) {
+      return refuse(
+          fmt::format("--netrc-file {}: {}", *cli.events_netrc_file, std::strerror(errno)));
+    }
+    absl::StatusOr<std::string> auth = NetrcAuthorization(text.str(), t.url.host);
+    if (!auth.ok()) {
+      return refuse(fmt::format("--netrc-file {}: {}", *cli.events_netrc_file,
+                                std::string(auth.status().message())));
+    }
+    t.url.authorization = *auth;
+  }
+  return t;
+}
+
 int RunEventsCommand(const CliOptions& cli, const Config& config) {
   // A server that closes a TLS connection (a client certificate refused) must be an error
   // message, not a SIGPIPE: OpenSSL writes with write(2), not send(MSG_NOSIGNAL).
@@ -388,60 +460,10 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
     std::fprintf(stderr, "kpathd events: %.*s\n", static_cast<int>(message.size()), message.data());
     return 1;
   };
-  // Without --url: the kpathd of the configuration (--config, else /etc/kpathd/kpathd.yaml when
-  // there), over https when its web configuration has TLS, trusting its own certificate.
-  EventsUrl url;
-  EventsTls tls;
-  std::string auth_hint;
-  if (cli.events_url) {
-    absl::StatusOr<EventsUrl> parsed = ParseEventsUrl(*cli.events_url);
-    if (!parsed.ok()) return fail(std::string(parsed.status().message()));
-    url = *parsed;
-  } else {
-    absl::StatusOr<DaemonEndpoint> endpoint = DaemonEndpointFor(config.listen_address, config.web);
-    if (!endpoint.ok()) {
-      return fail(fmt::format("{} (or --url URL)", std::string(endpoint.status().message())));
-    }
-    if (endpoint->client_cert_required && !cli.events_cert) {
-      return fail(fmt::format("{} asks for a client certificate: --cert FILE --key FILE",
-                              endpoint->web_config_file));
-    }
-    url = endpoint->url;
-    tls = endpoint->tls;
-    if (endpoint->basic_auth) {
-      auth_hint =
-          fmt::format(" ({} asks for basic auth: --user USER:PASSWORD or --netrc-file FILE)",
-                      endpoint->web_config_file);
-    }
-  }
-  if (cli.events_ca_file) {
-    tls = EventsTls();  // not kpathd's own certificate, pinned: the CAs given
-    tls.ca_file = *cli.events_ca_file;
-  }
-  tls.insecure = cli.events_insecure;
-  tls.cert_file = cli.events_cert.value_or("");
-  tls.key_file = cli.events_key.value_or("");
-  if (!url.tls && (cli.events_ca_file || cli.events_insecure || cli.events_cert)) {
-    return fail("--ca-file, --insecure, --cert and --key go with an https:// --url");
-  }
-  if (cli.events_user) {
-    if (cli.events_user->find(':') == std::string::npos) {
-      return fail("--user USER:PASSWORD (the password after a colon)");
-    }
-    url.authorization = "Basic " + absl::Base64Escape(*cli.events_user);
-  } else if (cli.events_netrc_file && url.authorization.empty()) {
-    std::ifstream in(*cli.events_netrc_file);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in)
-      return fail(fmt::format("--netrc-file {}: {}", *cli.events_netrc_file, std::strerror(errno)));
-    absl::StatusOr<std::string> auth = NetrcAuthorization(text.str(), url.host);
-    if (!auth.ok()) {
-      return fail(fmt::format("--netrc-file {}: {}", *cli.events_netrc_file,
-                              std::string(auth.status().message())));
-    }
-    url.authorization = *auth;
-  }
+  absl::StatusOr<EventsTarget> target = ResolveEventsTarget(cli, config);
+  if (!target.ok()) return fail(std::string(target.status().message()));
+  const EventsUrl& url = target->url;
+  const EventsTls& tls = target->tls;
   if (cli.events_since) {
     EventsQuery check;
     if (absl::Status s = ParseSince(*cli.events_since, absl::Now(), check); !s.ok()) {
@@ -487,11 +509,7 @@ int RunEventsCommand(const CliOptions& cli, const Config& config) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     next = ReadEvents(url, tls, *next, kind, print, /*max_replies=*/1);
   }
-  if (!next.ok()) {
-    std::string message(next.status().message());
-    if (message.starts_with("HTTP 401") && url.authorization.empty()) message += auth_hint;
-    return fail(message);
-  }
+  if (!next.ok()) return fail(target->Explain(next.status()));
   return 0;
 }
 

@@ -55,6 +55,10 @@ struct HttpReply {
 absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
                                   std::chrono::milliseconds timeout, const EventsTls& tls = {});
 
+// True for HttpGet's and ReadEvents' error when nothing listens where `url` points (no kpathd
+// there), as opposed to a kpathd that answered and refused (HTTP 401, a TLS handshake failure).
+bool NothingListening(const absl::Status& status);
+
 // One reply of GET /events?format=lines: its header line and its event lines.
 struct EventsPage {
   std::string header;
@@ -69,6 +73,23 @@ absl::StatusOr<std::string> ReadEvents(
     const EventsUrl& url, const EventsTls& tls, std::string_view since, std::string_view kind,
     const std::function<void(const EventsPage&)>& page, size_t max_replies = SIZE_MAX,
     std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// The kpathd a client command reads events from (`kpathd events`, and `kpathd diagnose` for the
+// running kpathd's events), and how: --url, else where the configuration says kpathd listens
+// (over https, its own certificate pinned, when its web configuration has TLS); then the
+// command line's --ca-file, --insecure, --cert/--key and --user or --netrc-file. An error,
+// worded for the person at the terminal, for options that do not go together, an unreadable
+// netrc file, or a configuration whose web server asks for a client certificate not given.
+struct EventsTarget {
+  EventsUrl url;
+  EventsTls tls;
+  // Appended to an "HTTP 401" from a kpathd whose web configuration asks for basic auth when
+  // none was given: " (FILE asks for basic auth: --user USER:PASSWORD or --netrc-file FILE)".
+  std::string auth_hint;
+  // An error of a request to this target, as a message: with auth_hint for an HTTP 401.
+  std::string Explain(const absl::Status& error) const;
+};
+absl::StatusOr<EventsTarget> ResolveEventsTarget(const CliOptions& cli, const Config& config);
 
 // Runs the subcommand; returns the exit status.
 int RunEventsCommand(const CliOptions& cli, const Config& config);

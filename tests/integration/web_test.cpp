@@ -747,4 +747,30 @@ TEST_CASE("kpathd events over https: --ca-file, --insecure, --cert/--key, --user
   refused(config + user, "web.yml asks for a client certificate: --cert FILE --key FILE");
   // --ca-file still overrides the pinned certificate (here with a CA that did not sign it).
   refused(config + " --ca-file " + dir / "rogue.crt" + client + user, "--ca-file FILE to trust");
+
+  // diagnose reads the running kpathd's events with the same options (1 s watches; exit 0 or 1
+  // by what it finds on this host, not checked here).
+  const std::string diagnose = KpathdBinary() + " diagnose --duration 1s" + config;
+  const std::string from_kpathd =
+      "in the running kpathd's events (https://127.0.0.1:" + std::to_string(kpathd.port()) +
+      "/events";
+  CommandResult with = RunCommand(diagnose + client + user + " 2>&1");
+  INFO(with.output);
+  CHECK(with.output.find(from_kpathd) != std::string::npos);
+  CHECK(with.output.find("could not be read") == std::string::npos);
+  // Without --user, the watch's own events, and the report and a warning say why.
+  CommandResult without = RunCommand(diagnose + client + " 2>&1");
+  INFO(without.output);
+  CHECK(without.output.find(from_kpathd) == std::string::npos);
+  CHECK(without.output.find("in this watch (the running kpathd's could not be read: HTTP 401") !=
+        std::string::npos);
+  CHECK(without.output.find("web.yml asks for basic auth: --user USER:PASSWORD") !=
+        std::string::npos);
+  CHECK(without.output.find("warning: diagnose: the running kpathd's events could not be read") !=
+        std::string::npos);
+  // A malformed option ends it before the watch, with exit 2.
+  CommandResult bad = RunCommand(diagnose + client + " --user prometheus 2>&1");
+  INFO(bad.output);
+  CHECK(bad.status == 2);
+  CHECK(bad.output.find("kpathd diagnose: --user USER:PASSWORD") != std::string::npos);
 }

@@ -108,6 +108,29 @@ TEST_CASE("command line: unknown flags and missing values are errors", "[cli]") 
   CHECK(Parse({"--listen="}).status().message() == "--listen needs a value");
 }
 
+TEST_CASE("command line: diagnose takes the events client's options, the daemon does not",
+          "[cli]") {
+  auto d = Parse({"diagnose", "--duration", "5s", "--url", "https://node-7:9477", "--ca-file",
+                  "ca.crt", "--cert", "ops.crt", "--key", "ops.key", "--netrc-file", "n"});
+  REQUIRE(d.ok());
+  CHECK(d->mode == CliOptions::Mode::kDiagnose);
+  CHECK(d->events_url == "https://node-7:9477");
+  CHECK(d->events_ca_file == "ca.crt");
+  CHECK(d->events_cert == "ops.crt");
+  CHECK(d->events_key == "ops.key");
+  CHECK(d->events_netrc_file == "n");
+  CHECK(Parse({"diagnose", "--user=a:b", "-k"})->events_user == "a:b");
+  CHECK(Parse({"diagnose", "--user=a:b", "-k"})->events_insecure);
+  CHECK(Parse({"diagnose", "--cert", "c"}).status().message() ==
+        "--cert and --key go together (a client certificate and its key)");
+  CHECK(Parse({"diagnose", "-k", "--ca-file", "c"}).status().message() ==
+        "--insecure and --ca-file: pick one");
+  CHECK(Parse({"--user", "a:b"}).status().message() == "unknown argument \"--user\"");
+  CHECK(Parse({"--url", "http://x"}).status().message() == "unknown argument \"--url\"");
+  // events only: what to read and how to print it.
+  CHECK(Parse({"diagnose", "--since", "1h"}).status().message() == "unknown argument \"--since\"");
+}
+
 TEST_CASE("command-line values are validated like the file's and override it", "[cli]") {
   Config config;
   CliOptions o;
