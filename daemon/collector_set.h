@@ -53,9 +53,11 @@ class CollectorSet {
     int failures_before_restart = 3;
   };
   void SetRetryPolicy(RetryPolicy policy) { retry_ = policy; }
-  // How often an attached probe's self-test (Collector::SelfTest) runs; the first runs with the
-  // first collection after the probe attached, and the next after a change of interval.
+  // How often an attached probe's self-test (Collector::SelfTest) runs (bpf.selftest_interval);
+  // the first runs with the first collection after the probe attached, and the next after a
+  // change of interval (the same interval again changes nothing).
   void SetSelfTestInterval(std::chrono::milliseconds interval) {
+    if (interval == selftest_interval_) return;
     selftest_interval_ = interval;
     for (Health& h : health_) h.next_selftest = {};
   }

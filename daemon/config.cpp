@@ -228,12 +228,16 @@ class ConfigParser {
   }
 
   absl::Status ParseBpf(const YAML::Node& key_node, const YAML::Node& value, Config& config) const {
-    return reader_.Section(key_node, value, "bpf", {"enabled"},
-                           [&](const std::string& key, const YAML::Node& child_key,
-                               const YAML::Node& child) -> absl::Status {
-                             return reader_.Bool(child_key, child, KeyPath("bpf", key),
-                                                 config.bpf_enabled);
-                           });
+    return reader_.Section(
+        key_node, value, "bpf", {"enabled", "selftest_interval"},
+        [&](const std::string& key, const YAML::Node& child_key,
+            const YAML::Node& child) -> absl::Status {
+          if (key == "selftest_interval") {
+            return reader_.Duration(child_key, child, KeyPath("bpf", key), absl::Seconds(1),
+                                    absl::Hours(1), config.selftest_interval);
+          }
+          return reader_.Bool(child_key, child, KeyPath("bpf", key), config.bpf_enabled);
+        });
   }
 
   absl::Status ParseProbes(const YAML::Node& key_node, const YAML::Node& value,

@@ -47,6 +47,8 @@ struct Config {
   SlabConfig slab;              // slab cache sizes (seed 001)
   std::map<std::string, ProbeConfig, std::less<>> probes;  // by probe name; absent = defaults
   WebServerConfig web;
+  // bpf.selftest_interval: how often each attached probe's canary runs (docs/reliability.md).
+  absl::Duration selftest_interval = absl::Minutes(1);
 
   // The probe's settings, or the defaults when the file does not mention it.
   ProbeConfig Probe(std::string_view name) const;

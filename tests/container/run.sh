@@ -27,7 +27,7 @@
 # hidden kprobes, foreign hooks and the hook set's fingerprint, what each probe attached by, the
 # madvise calls and bytes of a process making a known number of calls (both kpathds on the
 # syscall tracepoint), and the IRQ-off detector (method, threshold, resolution) with the regions
-# of a fixture thread holding IRQs off, all equal to the host kpathd's at the same moment (both
+# of a fixture thread holding IRQs off (their count; the culprit is each detector's own), all equal to the host kpathd's at the same moment (both
 # scraped back to back until they agree, at most KPATH_CONTAINER_TRIES times); then a container
 # without the host's /sys/fs/cgroup (the runtime's own, namespaced cgroup mounts only) must
 # export no figure for the v1 hierarchies it sees only a subtree of, rather than count every live
@@ -305,12 +305,27 @@ wanted = [
     ("kpath_irqoff_threshold_seconds", lambda l: True),
     ("kpath_irqoff_resolution_seconds", lambda l: True),
 ]
+# The fixture's regions are compared by count, summed over culprit: the culprit is each detector's
+# own estimate, as the length is, from where its own late tick landed. On a VM that delivers a
+# pending timer at its next exit, one kpathd's tick can land in the holder's next page fault while
+# the other's lands in user code (CI's rehearsal of 4bbbd72: host culprit
+# __alloc_frozen_pages_noprof 1 and unknown 2, container unknown 3).
+folded = {"kpath_irqoff_regions_total": re.compile(r',?culprit="[^"]*"')}
 if irqoff_made:
     wanted.append(("kpath_irqoff_regions_total", lambda l: 'comm="kpath-ctrirqoff"' in l))
+def select(series, family, keep):
+    out = {}
+    for k, v in series.items():
+        if k[0] != family or not keep(k[1]):
+            continue
+        if family in folded:
+            k = (family, folded[family].sub("", k[1]).replace("{,", "{"))
+        out[k] = out.get(k, 0.0) + v
+    return out
 bad = 0
 for family, keep in wanted:
-    h = {k: v for k, v in host.items() if k[0] == family and keep(k[1])}
-    c = {k: v for k, v in ctr.items() if k[0] == family and keep(k[1])}
+    h = select(host, family, keep)
+    c = select(ctr, family, keep)
     if not h and family not in ("kpath_hidden_kprobes", "kpath_hidden_kprobes_disabled"):
         print("  host exports no %s series compared" % family)
         bad += 1

@@ -1,5 +1,6 @@
 // Probe self-tests on the real kernel: the canary kpathd causes itself reaches the probe's
-// programs at start and, a minute later, from the sampler with the steady-state capabilities.
+// programs at start and, one bpf.selftest_interval later, from the sampler with the steady-state
+// capabilities.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
@@ -27,8 +28,8 @@ TEST_CASE("self-test: the madvise canary is seen at start and after the capabili
   KpathdProcess kpathd(
       {.args = {"--log-level", "debug"},
        .config_yaml =
-           "sampling_interval: 1s\nprobes:\n  madvise:\n    mechanisms: [fentry, kprobe, "
-           "tracepoint]\n"});
+           "sampling_interval: 1s\nbpf:\n  selftest_interval: 3s\nprobes:\n  madvise:\n    "
+           "mechanisms: [fentry, kprobe, tracepoint]\n"});
   REQUIRE(kpathd.WaitUntilServing());
   INFO(kpathd.Output());
   auto body = kpathd.Scrape();
@@ -40,13 +41,13 @@ TEST_CASE("self-test: the madvise canary is seen at start and after the capabili
   CHECK_FALSE(MetricValue(*body, "kpath_probe_selftest_success", {{"probe", "tlb_flush"}}));
   REQUIRE(kpathd.WaitForOutput("capabilities after start"));
 
-  // The next one a minute later, on the sampler's thread, with what kpathd keeps.
-  const auto deadline = std::chrono::steady_clock::now() + 80s;
-  while (Count(kpathd.Output(), "probe madvise: self-test passed") < 2 &&
+  // The next ones one interval apart, on the sampler's thread, with what kpathd keeps.
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (Count(kpathd.Output(), "probe madvise: self-test passed") < 3 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(500ms);
   }
-  CHECK(Count(kpathd.Output(), "probe madvise: self-test passed") >= 2);
+  CHECK(Count(kpathd.Output(), "probe madvise: self-test passed") >= 3);
   CHECK(kpathd.Output().find("self-test failed") == std::string::npos);
   body = kpathd.Scrape();
   REQUIRE(body);

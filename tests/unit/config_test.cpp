@@ -24,7 +24,8 @@ struct StringMaker<kpath::Config> {
         << " procfs=" << c.procfs_root << " sysfs=" << c.sysfs_root
         << " percpu_growth_window=" << absl::FormatDuration(c.percpu.growth_window) << " labels={"
         << c.labels.comm << "," << c.labels.caller << "," << c.labels.unit
-        << "} bpf_enabled=" << c.bpf_enabled << " probes={";
+        << "} bpf_enabled=" << c.bpf_enabled
+        << " selftest_interval=" << absl::FormatDuration(c.selftest_interval) << " probes={";
     for (const auto& [name, probe] : c.probes) {
       out << name << ":{enabled=" << probe.enabled << " mechanisms=[";
       for (kpath::Mechanism m : probe.mechanisms) out << kpath::MechanismName(m) << " ";
@@ -127,6 +128,7 @@ TEST_CASE("the shipped config/kpathd.yaml spells out every setting") {
                                           "kubernetes.container_logs",
                                           "bpf",
                                           "bpf.enabled",
+                                          "bpf.selftest_interval",
                                           "hooks",
                                           "hooks.enabled",
                                           "hooks.refresh_interval",
@@ -347,6 +349,15 @@ TEST_CASE("a wrong type is an error naming the key, what was expected and what w
   CHECK(ErrorOf("log_level:\nsampling_interval: 5s\n") ==
         "kpathd.yaml:1: log_level: expected one of trace, debug, info, warn, error, critical, "
         "off, got nothing (null)");
+}
+
+TEST_CASE("bpf.selftest_interval: a minute by default, 1s to 1h") {
+  CHECK(Parse("").selftest_interval == absl::Minutes(1));
+  CHECK(Parse("bpf:\n  selftest_interval: 5s\n").selftest_interval == absl::Seconds(5));
+  CHECK_THAT(ErrorOf("bpf:\n  selftest_interval: 500ms\n"),
+             Catch::StartsWith("kpathd.yaml:2: bpf.selftest_interval:"));
+  CHECK_THAT(ErrorOf("bpf:\n  selftest_interval: 2h\n"),
+             Catch::StartsWith("kpathd.yaml:2: bpf.selftest_interval:"));
 }
 
 TEST_CASE("booleans accept YAML's spellings of true and false") {
