@@ -35,6 +35,11 @@ struct CliOptions {
   bool events_insecure = false;
   std::optional<std::string> events_user;
   std::optional<std::string> events_netrc_file;
+  // Any of the client options above (--url and the https and basic-auth ones) given.
+  bool EventsClientOptionsGiven() const {
+    return events_url || events_ca_file || events_cert || events_key || events_insecure ||
+           events_user || events_netrc_file;
+  }
   // `kpathd --config FILE --reload PID [--timeout 30s]`: check FILE, have the kpathd PID reload
   // it, wait for its answer (daemon/reload_request.h).
   pid_t reload_pid = 0;

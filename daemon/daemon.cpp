@@ -127,8 +127,7 @@ int Daemon::Run() {
   kernel_ = KernelFeaturesFor(config_);
   collectors_ = BuildCollectorSet(config_, kernel_.get());
   collectors_->SetEventSink(events_.get());
-  collectors_->SetSelfTestInterval(
-      std::chrono::duration_cast<std::chrono::milliseconds>(ToChrono(config_.selftest_interval)));
+  collectors_->SetSelfTestInterval(absl::ToChronoMilliseconds(config_.selftest_interval));
   collectors_->StartAll();
   // Every probe is loaded: the BTF that chose their mechanisms is not needed until a restart.
   if (auto* live = dynamic_cast<LiveKernelFeatures*>(kernel_.get())) live->ReleaseBtf();
@@ -306,8 +305,7 @@ void Daemon::SamplerLoop() {
       next_sample = now + interval;
       collectors_->ForEach([&](Collector& collector) { ReloadCollector(collector, *reload); });
       collectors_->SetLabelLimits(reload->labels);
-      collectors_->SetSelfTestInterval(std::chrono::duration_cast<std::chrono::milliseconds>(
-          ToChrono(reload->selftest_interval)));
+      collectors_->SetSelfTestInterval(absl::ToChronoMilliseconds(reload->selftest_interval));
       notifier_.ReloadDone(collectors_->StatusLine());
       for (pid_t requester : requesters) AnswerReloadRequest(requester, true);
     }

@@ -107,15 +107,12 @@ int RunDiagnose(const CliOptions& cli, Config config) {
                  "kpathd diagnose: not running as root: BPF probes will not attach and most "
                  "pathologies cannot be checked.\n");
   }
-  // A kpathd that closes a TLS connection (a client certificate refused) must be a reason in the
-  // report, not a SIGPIPE: OpenSSL writes with write(2), not send(MSG_NOSIGNAL).
-  signal(SIGPIPE, SIG_IGN);
+  // (SIGPIPE is ignored already, by main's BlockDaemonSignals: a kpathd that closes a TLS
+  // connection, a client certificate refused, is a reason in the report, not a SIGPIPE.)
   // Where the running kpathd's events come from, checked before the watch: a mistyped --user or
   // --url is an error now, not a report without them 30 s later.
   const absl::StatusOr<EventsTarget> target = ResolveEventsTarget(cli, config);
-  const bool client_options = cli.events_url || cli.events_ca_file || cli.events_insecure ||
-                              cli.events_cert || cli.events_user || cli.events_netrc_file;
-  if (!target.ok() && client_options) {
+  if (!target.ok() && cli.EventsClientOptionsGiven()) {
     std::fprintf(stderr, "kpathd diagnose: %s\n", std::string(target.status().message()).c_str());
     return 2;
   }

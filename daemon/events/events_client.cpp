@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "daemon/events/daemon_endpoint.h"
 #include "daemon/events/event_json.h"
@@ -30,11 +30,13 @@
 namespace kpath {
 
 namespace {
-constexpr char kCannotConnect[] = "cannot connect to";
+// The payload HttpGet puts on its error when nothing listens (the connect was refused or
+// unreachable), read by NothingListening: the error's kind, not its wording.
+constexpr char kNothingListening[] = "kpathd/events-client/nothing-listening";
 }  // namespace
 
 bool NothingListening(const absl::Status& status) {
-  return absl::IsUnavailable(status) && absl::StartsWith(status.message(), kCannotConnect);
+  return status.GetPayload(kNothingListening).has_value();
 }
 namespace {
 
@@ -289,8 +291,10 @@ absl::StatusOr<HttpReply> HttpGet(const EventsUrl& url, const std::string& path,
   }
   freeaddrinfo(res);
   if (fd < 0) {
-    return absl::UnavailableError(fmt::format("{} {}: {} (is kpathd running there?)",
-                                              kCannotConnect, where, std::strerror(error)));
+    absl::Status none = absl::UnavailableError(fmt::format(
+        "cannot connect to {}: {} (is kpathd running there?)", where, std::strerror(error)));
+    none.SetPayload(kNothingListening, absl::Cord());
+    return none;
   }
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);

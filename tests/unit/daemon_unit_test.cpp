@@ -121,6 +121,9 @@ TEST_CASE("command line: diagnose takes the events client's options, the daemon 
   CHECK(d->events_netrc_file == "n");
   CHECK(Parse({"diagnose", "--user=a:b", "-k"})->events_user == "a:b");
   CHECK(Parse({"diagnose", "--user=a:b", "-k"})->events_insecure);
+  CHECK(d->EventsClientOptionsGiven());
+  CHECK(Parse({"diagnose", "-k"})->EventsClientOptionsGiven());
+  CHECK_FALSE(Parse({"diagnose", "--duration", "5s", "--json"})->EventsClientOptionsGiven());
   CHECK(Parse({"diagnose", "--cert", "c"}).status().message() ==
         "--cert and --key go together (a client certificate and its key)");
   CHECK(Parse({"diagnose", "-k", "--ca-file", "c"}).status().message() ==

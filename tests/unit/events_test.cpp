@@ -570,9 +570,18 @@ TEST_CASE("kpathd events reads a capped /events over real HTTP, each event once,
   CHECK(std::stoull(*next) >= 600);
   CHECK(bytes.size() <= 4);
   CHECK(seqs.front() == 1);
-  // A refused query is an error naming the status.
+  // A refused query is an error naming the status, from a kpathd that answered.
   next = ReadEvents(url, {}, "yesterday", "", take);
   CHECK(next.status().message().find("HTTP 400: /events: since") == 0);
+  CHECK_FALSE(NothingListening(next.status()));
+  // Nothing listening on a port: told apart by the error's kind (diagnose then stays quiet), not
+  // by its wording.
+  const EventsUrl closed = DefaultEventsUrl("127.0.0.1:" + std::to_string(FreePort()));
+  next = ReadEvents(closed, {}, "", "", take);
+  REQUIRE_FALSE(next.ok());
+  CHECK(next.status().message().find("cannot connect to 127.0.0.1:") == 0);
+  CHECK(NothingListening(next.status()));
+  CHECK_FALSE(NothingListening(absl::UnavailableError(std::string(next.status().message()))));
 }
 
 TEST_CASE(
